@@ -1,0 +1,290 @@
+// Package agent runs one Trellis agent: its Serf LAN membership, the server
+// (when it is one), the HTTP API, and (in later layers) local state,
+// checks, proxycfg and xDS. cmd/trellis only parses flags and calls New,
+// Start, Leave and Shutdown.
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/serf/serf"
+
+	"github.com/trellis-mesh/trellis/agent/config"
+	"github.com/trellis-mesh/trellis/agent/httpapi"
+	"github.com/trellis-mesh/trellis/gossip"
+	"github.com/trellis-mesh/trellis/server"
+	"github.com/trellis-mesh/trellis/version"
+)
+
+// ErrNotServer is returned for server-only operations on a client agent.
+var ErrNotServer = errors.New("agent: not a server")
+
+// Config holds the agent's dependencies.
+type Config struct {
+	Runtime *config.RuntimeConfig
+	Logger  *slog.Logger
+}
+
+// Agent is one running agent. Create it with New, then Start it.
+type Agent struct {
+	rc     *config.RuntimeConfig
+	logger *slog.Logger
+
+	server *server.Server
+	gossip *gossip.Gossip
+	// members gives the server the member list once gossip has started.
+	members gossip.Holder
+	http    []*http.Server
+
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+}
+
+// New checks the configuration; nothing is bound until Start.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Runtime == nil {
+		return nil, errors.New("agent: Runtime config is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Agent{rc: cfg.Runtime, logger: cfg.Logger}, nil
+}
+
+// Start binds every listener, starts the server (if any), gossip and the
+// HTTP API, and begins joining the cluster. On error everything started so
+// far is stopped again.
+func (a *Agent) Start(ctx context.Context) (err error) {
+	defer func() {
+		if err != nil {
+			_ = a.Shutdown()
+		}
+	}()
+	rc := a.rc
+	if rc.ServerMode {
+		if err := a.startServer(); err != nil {
+			return err
+		}
+	}
+	if err := a.startGossip(); err != nil {
+		return err
+	}
+	if err := a.startHTTP(); err != nil {
+		return err
+	}
+	a.gossip.RetryJoin(rc.RetryJoin, rc.Ports.SerfLAN, rc.RetryInterval, rc.RetryMax)
+	a.logger.Info("agent started", "node", rc.NodeName, "datacenter", rc.Datacenter,
+		"server", rc.ServerMode, "http", rc.HTTPListenAddrs(), "version", version.Version)
+	return nil
+}
+
+func (a *Agent) startServer() error {
+	rc := a.rc
+	ln, err := net.Listen("tcp", rc.RPCBindAddr())
+	if err != nil {
+		return fmt.Errorf("agent: bind server port: %w", err)
+	}
+	adv, err := net.ResolveTCPAddr("tcp", rc.RPCAdvertiseAddr())
+	if err != nil {
+		_ = ln.Close()
+		return fmt.Errorf("agent: server advertise address: %w", err)
+	}
+	srv, err := server.New(server.Config{
+		Logger:          a.logger.With("component", "server"),
+		NodeName:        rc.NodeName,
+		NodeID:          rc.NodeID,
+		Datacenter:      rc.Datacenter,
+		DataDir:         rc.DataDir,
+		InMemory:        rc.DevMode,
+		Listener:        ln,
+		Advertise:       adv,
+		Bootstrap:       rc.Bootstrap || rc.DevMode,
+		BootstrapExpect: rc.BootstrapExpect,
+		RaftMultiplier:  rc.RaftMultiplier,
+		SessionTTLMin:   rc.SessionTTLMin,
+		Membership:      &a.members,
+	})
+	if err != nil {
+		_ = ln.Close()
+		return err
+	}
+	a.server = srv
+	return nil
+}
+
+func (a *Agent) startGossip() error {
+	rc := a.rc
+	var tags map[string]string
+	if rc.ServerMode {
+		tags = gossip.ServerTags(rc.Datacenter, rc.NodeID, rc.Ports.Server, rc.BootstrapExpect, rc.Bootstrap || rc.DevMode, version.ConsulVersion)
+	} else {
+		tags = gossip.ClientTags(rc.Datacenter, rc.NodeID, version.ConsulVersion)
+	}
+	snapDir := ""
+	if rc.DataDir != "" && !rc.DevMode {
+		snapDir = filepath.Join(rc.DataDir, "serf")
+	}
+	g, err := gossip.New(gossip.Config{
+		Logger:           a.logger,
+		NodeName:         rc.NodeName,
+		BindAddr:         rc.Addresses.SerfLAN,
+		BindPort:         rc.Ports.SerfLAN,
+		AdvertiseAddr:    rc.Addresses.Advertise,
+		AdvertisePort:    rc.Ports.SerfLAN,
+		Tags:             tags,
+		ReconnectTimeout: rc.ReconnectTimeout,
+		SnapshotDir:      snapDir,
+		OnEvent:          a.onSerfEvent,
+	})
+	if err != nil {
+		return err
+	}
+	a.gossip = g
+	a.members.Set(g)
+	return nil
+}
+
+func (a *Agent) onSerfEvent(ev serf.Event) {
+	me, ok := ev.(serf.MemberEvent)
+	if !ok {
+		return
+	}
+	for _, m := range me.Members {
+		a.logger.Debug("member event", "event", me.Type.String(), "member", gossip.Describe(m))
+	}
+	if a.server != nil {
+		a.server.MemberEvent(me)
+	}
+}
+
+func (a *Agent) startHTTP() error {
+	rc := a.rc
+	api, err := httpapi.New(httpapi.Config{
+		RPC:           a,
+		Logger:        a.logger.With("component", "http"),
+		NodeName:      rc.NodeName,
+		Datacenter:    rc.Datacenter,
+		SessionTTLMin: rc.SessionTTLMin,
+		Self:          a.self,
+	})
+	if err != nil {
+		return err
+	}
+	for _, addr := range rc.HTTPListenAddrs() {
+		ln, err := listen(addr)
+		if err != nil {
+			return fmt.Errorf("agent: bind HTTP %s: %w", addr, err)
+		}
+		hs := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
+		a.http = append(a.http, hs)
+		a.wg.Add(1)
+		go func() {
+			defer a.wg.Done()
+			if err := hs.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				a.logger.Error("HTTP server stopped", "addr", addr, "error", err)
+			}
+		}()
+	}
+	return nil
+}
+
+func listen(addr string) (net.Listener, error) {
+	if len(addr) > len("unix://") && addr[:len("unix://")] == "unix://" {
+		return net.Listen("unix", addr[len("unix://"):])
+	}
+	return net.Listen("tcp", addr)
+}
+
+// RPC serves an internal API call: on a server, by the server itself
+// (which forwards to the leader as needed).
+func (a *Agent) RPC(ctx context.Context, method string, args, reply any) error {
+	if a.server == nil {
+		return ErrNotServer
+	}
+	return a.server.RPC(ctx, method, args, reply)
+}
+
+// Leave leaves the cluster gracefully: a leading server first hands its
+// Raft seat back, then the agent says goodbye over Serf.
+func (a *Agent) Leave(ctx context.Context) error {
+	var errs []error
+	if a.server != nil {
+		if err := a.server.Leave(); err != nil {
+			errs = append(errs, fmt.Errorf("raft leave: %w", err))
+		}
+	}
+	if a.gossip != nil {
+		if err := a.gossip.Leave(); err != nil {
+			errs = append(errs, fmt.Errorf("serf leave: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Shutdown stops everything the agent started and waits for it.
+func (a *Agent) Shutdown() error {
+	var errs []error
+	a.stopOnce.Do(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		for _, hs := range a.http {
+			// Blocking queries end when the server shuts down below, so
+			// close rather than wait for them here.
+			if err := hs.Shutdown(ctx); err != nil {
+				_ = hs.Close()
+			}
+		}
+		if a.server != nil {
+			if err := a.server.Shutdown(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if a.gossip != nil {
+			if err := a.gossip.Shutdown(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		a.wg.Wait()
+	})
+	return errors.Join(errs...)
+}
+
+// self describes the agent for /v1/agent/self.
+func (a *Agent) self() httpapi.SelfInfo {
+	rc := a.rc
+	info := httpapi.SelfInfo{
+		NodeID:            rc.NodeID,
+		Server:            rc.ServerMode,
+		Version:           version.ConsulVersion,
+		PrimaryDatacenter: rc.Datacenter,
+		Meta:              rc.NodeMeta,
+	}
+	if a.gossip != nil {
+		info.Member = memberInfo(a.gossip.LocalMember())
+	}
+	return info
+}
+
+func memberInfo(m serf.Member) httpapi.MemberInfo {
+	return httpapi.MemberInfo{
+		Name:        m.Name,
+		Addr:        m.Addr.String(),
+		Port:        m.Port,
+		Tags:        m.Tags,
+		Status:      int(m.Status),
+		ProtocolMin: m.ProtocolMin,
+		ProtocolMax: m.ProtocolMax,
+		ProtocolCur: m.ProtocolCur,
+		DelegateMin: m.DelegateMin,
+		DelegateMax: m.DelegateMax,
+		DelegateCur: m.DelegateCur,
+	}
+}

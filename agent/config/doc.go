@@ -1,0 +1,15 @@
+// Package config builds the agent's runtime configuration from Consul's
+// agent flags and JSON config files, so that an operator's Consul setup and
+// tools that start `consul agent` (Consul's sdk/testutil among them) work
+// unchanged against Trellis.
+//
+// Load merges, in increasing precedence: Consul's defaults (with the few
+// deliberate Trellis differences noted in defaults.go), the -dev overlay,
+// each -config-file / -config-dir in command-line order, and the flags. The
+// merge follows Consul's rules: scalars replace, lists append, maps merge.
+//
+// Every key Consul accepts is accounted for in schema.go. Keys Trellis
+// honours land in RuntimeConfig; Consul keys it does not implement are
+// accepted and named together in one warning line returned by Load; keys
+// that are not Consul keys at all are rejected, as Consul rejects them.
+package config

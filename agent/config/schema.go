@@ -1,0 +1,310 @@
+package config
+
+import (
+	"sort"
+	"strings"
+)
+
+// keyStatus says what Trellis does with a Consul config key.
+type keyStatus int
+
+const (
+	// keyHonoured: Trellis reads the key and acts on it.
+	keyHonoured keyStatus = iota
+	// keyNoop: Consul accepts the key but nothing needs doing in Trellis,
+	// either because Consul itself ignores user values for it (version,
+	// revision, ...) or because Trellis never does what it would disable
+	// (update checks, anonymous signatures, remote exec, a keyring file).
+	keyNoop
+	// keyIgnored: a Consul key that Trellis does not implement. It is
+	// accepted, and named in the start-up warning when it carries a value.
+	keyIgnored
+)
+
+// keyNode is one node of the tree of keys Consul's agent config accepts.
+// A node with children is an object whose keys are checked; a leaf accepts
+// any value. Keys are matched in lower case, as Consul's decoder (mapstructure)
+// matches them case-insensitively.
+type keyNode struct {
+	status   keyStatus
+	children map[string]*keyNode
+	// open: keys not listed in children are Consul keys too (node_meta,
+	// connect.ca_config, whose keys depend on the CA provider). They are
+	// reported with the status openStatus instead of being invalid.
+	open       bool
+	openStatus keyStatus
+}
+
+func honoured() *keyNode { return &keyNode{status: keyHonoured} }
+func noop() *keyNode     { return &keyNode{status: keyNoop} }
+func ignored() *keyNode  { return &keyNode{status: keyIgnored} }
+
+func object(children map[string]*keyNode) *keyNode {
+	return &keyNode{status: keyHonoured, children: children}
+}
+
+// ignoredAll marks each name as an ignored leaf.
+func ignoredAll(names ...string) map[string]*keyNode {
+	m := make(map[string]*keyNode, len(names))
+	for _, n := range names {
+		m[n] = ignored()
+	}
+	return m
+}
+
+// with adds entries to m and returns it.
+func with(m map[string]*keyNode, add map[string]*keyNode) map[string]*keyNode {
+	for k, v := range add {
+		m[k] = v
+	}
+	return m
+}
+
+// consulKeys returns the tree of every key Consul 1.22's agent accepts in a
+// JSON config file (agent/config/config.go and deprecated.go upstream),
+// marked with what Trellis does with it. A key outside this tree is not a
+// Consul key at all and is rejected, as Consul rejects it.
+//
+// Blocks Trellis ignores wholesale (tls, telemetry, services, ...) are leaves:
+// their content is not checked, and the block is named once in the warning.
+//
+// It is built per call rather than kept in a package variable so that no
+// caller can mutate shared state.
+func consulKeys() *keyNode {
+	top := map[string]*keyNode{
+		// Identity and roles.
+		"node_name":        honoured(),
+		"node_id":          honoured(),
+		"node_meta":        {status: keyHonoured, open: true, openStatus: keyHonoured},
+		"datacenter":       honoured(),
+		"data_dir":         honoured(),
+		"server":           honoured(),
+		"bootstrap":        honoured(),
+		"bootstrap_expect": honoured(),
+
+		// Addresses and ports.
+		"bind_addr":      honoured(),
+		"advertise_addr": honoured(),
+		"client_addr":    honoured(),
+		"serf_lan":       honoured(),
+		"addresses": object(map[string]*keyNode{
+			"http":     honoured(),
+			"grpc":     honoured(),
+			"dns":      ignored(), // no DNS interface yet
+			"https":    ignored(), // no TLS listener yet
+			"grpc_tls": ignored(),
+		}),
+		"ports": object(map[string]*keyNode{
+			"http":             honoured(),
+			"grpc":             honoured(),
+			"server":           honoured(),
+			"serf_lan":         honoured(),
+			"sidecar_min_port": honoured(),
+			"sidecar_max_port": honoured(),
+			"dns":              ignored(), // no DNS interface yet
+			"https":            ignored(), // no TLS listener yet
+			"grpc_tls":         ignored(),
+			"serf_wan":         ignored(), // single datacenter: no WAN pool
+			"proxy_min_port":   ignored(),
+			"proxy_max_port":   ignored(),
+			"expose_min_port":  ignored(),
+			"expose_max_port":  ignored(),
+		}),
+
+		// Joining and leaving.
+		"retry_join":              honoured(),
+		"retry_interval":          honoured(),
+		"retry_max":               honoured(),
+		"start_join":              honoured(), // deprecated alias of retry_join
+		"leave_on_terminate":      honoured(),
+		"skip_leave_on_interrupt": honoured(),
+		"reconnect_timeout":       honoured(),
+
+		// Timing and limits.
+		"session_ttl_min":       honoured(),
+		"ae_interval":           honoured(),
+		"check_update_interval": honoured(),
+		"performance": object(map[string]*keyNode{
+			"raft_multiplier":  honoured(),
+			"leave_drain_time": ignored(),
+			"rpc_hold_timeout": ignored(),
+		}),
+		"limits": object(with(ignoredAll(
+			"http_max_conns_per_client", "https_handshake_timeout", "request_limits",
+			"rpc_client_timeout", "rpc_handshake_timeout", "rpc_max_burst",
+			"rpc_max_conns_per_client", "rpc_rate",
+		), map[string]*keyNode{
+			"kv_max_value_size": honoured(),
+			"txn_max_req_len":   honoured(),
+		})),
+
+		// Connect.
+		"connect": object(map[string]*keyNode{
+			"enabled":     honoured(),
+			"ca_provider": honoured(),
+			// ca_config keys depend on the provider: the ones the built-in CA
+			// uses are honoured, any other is reported as ignored.
+			"ca_config": {status: keyHonoured, open: true, openStatus: keyIgnored, children: map[string]*keyNode{
+				"cluster_id":    honoured(),
+				"leaf_cert_ttl": honoured(),
+				"root_cert_ttl": honoured(),
+			}},
+			"enable_mesh_gateway_wan_federation": ignored(),
+			"test_ca_leaf_root_change_spread":    ignored(),
+		}),
+
+		// Logging.
+		"log_level":            honoured(),
+		"log_json":             honoured(),
+		"log_sublevels":        ignored(),
+		"log_file":             ignored(),
+		"log_rotate_duration":  ignored(),
+		"log_rotate_bytes":     ignored(),
+		"log_rotate_max_files": ignored(),
+		"enable_syslog":        ignored(),
+		"syslog_facility":      ignored(),
+
+		// Things Trellis never does, so disabling them is already true.
+		"disable_update_check":        honoured(),
+		"disable_anonymous_signature": noop(),
+		"disable_remote_exec":         noop(),
+		"disable_keyring_file":        noop(),
+
+		// Consul's non-user-configurable values: Consul overwrites whatever a
+		// file says (sdk/testutil writes "version"), so ignoring them is exact.
+		"version": noop(), "version_prerelease": noop(), "version_metadata": noop(),
+		"revision": noop(), "build_date": noop(),
+		"segment_limit": noop(), "segment_name_limit": noop(),
+		"sync_coordinate_interval_min": noop(), "sync_coordinate_rate_target": noop(),
+		"license_poll_base_time": noop(), "license_poll_max_time": noop(),
+		"license_update_base_time": noop(), "license_update_max_time": noop(),
+
+		"acl": object(with(ignoredAll(
+			"enabled", "enable_token_replication", "policy_ttl", "role_ttl", "token_ttl",
+			"down_policy", "default_policy", "enable_key_list_policy",
+			"enable_token_persistence", "msp_disable_bootstrap",
+		), map[string]*keyNode{
+			"tokens": object(ignoredAll(
+				"initial_management", "replication", "agent_recovery", "default", "agent",
+				"config_file_service_registration", "managed_service_provider",
+				"master", "agent_master",
+			)),
+		})),
+		"autopilot": object(ignoredAll(
+			"cleanup_dead_servers", "last_contact_threshold", "max_trailing_logs", "min_quorum",
+			"server_stabilization_time", "disable_upgrade_migration", "redundancy_zone_tag",
+			"upgrade_version_tag",
+		)),
+		"cache":          object(ignoredAll("entry_fetch_max_burst", "entry_fetch_rate")),
+		"config_entries": object(ignoredAll("bootstrap")),
+		"auto_encrypt":   object(ignoredAll("tls", "dns_san", "ip_san", "allow_tls")),
+		"http_config": object(ignoredAll(
+			"block_endpoints", "allow_write_http_from", "response_headers", "use_cache", "max_header_bytes",
+		)),
+		"peering": object(ignoredAll("enabled", "test_allow_peer_registrations")),
+		"xds":     object(ignoredAll("update_max_per_second")),
+		"rpc":     object(ignoredAll("enable_streaming")),
+	}
+
+	// Every other Consul key: accepted, not implemented.
+	with(top, ignoredAll(
+		"advertise_addr_ipv4", "advertise_addr_ipv6", "advertise_addr_wan",
+		"advertise_addr_wan_ipv4", "advertise_addr_wan_ipv6", "advertise_reconnect_timeout",
+		"auto_config", "check", "checks", "check_output_max_size", "cloud",
+		"dns_config", "domain", "alt_domain", "recursors",
+		"default_query_time", "max_query_time",
+		"disable_coordinates", "disable_host_node_id", "disable_http_unprintable_char_filter",
+		"discard_check_output", "discovery_max_stale",
+		"enable_agent_tls_for_checks", "enable_central_service_config", "enable_debug",
+		"enable_script_checks", "enable_local_script_checks",
+		"encrypt", "encrypt_verify_incoming", "encrypt_verify_outgoing",
+		"gossip_lan", "gossip_wan", "license_path", "locality", "pid_file",
+		"primary_datacenter", "primary_gateways", "primary_gateways_interval",
+		"protocol", "raft_protocol", "raft_snapshot_threshold", "raft_snapshot_interval",
+		"raft_trailing_logs", "reconnect_timeout_wan", "rejoin_after_leave", "auto_reload_config",
+		"retry_interval_wan", "retry_max_wan", "retry_join_wan",
+		"serf_lan_allowed_cidrs", "serf_wan_allowed_cidrs", "serf_wan", "server_name",
+		"service", "services", "tls", "tagged_addresses", "telemetry", "translate_wan_addrs",
+		"ui", "ui_content_path", "ui_dir", "ui_config", "unix_sockets", "watches",
+		"raft_logstore", "use_streaming_backend", "snapshot_agent",
+		"check_deregister_interval_min", "check_reap_interval", "consul",
+		"audit", "read_replica", "non_voting_server", "segment", "segments", "partition",
+		"reporting",
+		// Deprecated top-level keys (upstream deprecated.go).
+		"acl_agent_master_token", "acl_agent_token", "acl_token", "acl_enable_key_list_policy",
+		"acl_master_token", "acl_replication_token", "enable_acl_replication", "acl_datacenter",
+		"acl_default_policy", "acl_down_policy", "acl_ttl",
+		"ca_file", "ca_path", "cert_file", "key_file", "tls_cipher_suites", "tls_min_version",
+		"verify_incoming", "verify_incoming_https", "verify_incoming_rpc", "verify_outgoing",
+		"verify_server_hostname", "tls_prefer_server_cipher_suites",
+		"start_join_wan", "raft_boltdb",
+	))
+	return object(top)
+}
+
+// keyReport is what walking one config file against consulKeys found.
+type keyReport struct {
+	ignored []string // dotted paths of ignored keys that carry a value
+	invalid []string // dotted paths that are not Consul keys
+}
+
+// classify walks a decoded JSON document against the key tree.
+func classify(doc map[string]any) keyReport {
+	var r keyReport
+	walkKeys(consulKeys(), doc, "", &r)
+	sort.Strings(r.ignored)
+	sort.Strings(r.invalid)
+	return r
+}
+
+func walkKeys(node *keyNode, obj map[string]any, prefix string, r *keyReport) {
+	for k, v := range obj {
+		lk := strings.ToLower(k)
+		path := lk
+		if prefix != "" {
+			path = prefix + "." + lk
+		}
+		child, ok := node.children[lk]
+		if !ok {
+			if !node.open {
+				r.invalid = append(r.invalid, path)
+				continue
+			}
+			child = &keyNode{status: node.openStatus}
+		}
+		if isEmptyValue(v) {
+			// Nothing is lost by ignoring an absent value: sdk/testutil
+			// writes "segments": null and "acl": {"tokens": {}}.
+			continue
+		}
+		if child.children != nil || child.open {
+			if sub, ok := v.(map[string]any); ok {
+				walkKeys(child, sub, path, r)
+				continue
+			}
+			// A scalar where an object belongs: the typed decode of an
+			// honoured block reports it; a wholly ignored block is named.
+		}
+		if child.status == keyIgnored {
+			r.ignored = append(r.ignored, path)
+		}
+	}
+}
+
+// isEmptyValue reports whether a decoded JSON value carries no setting.
+func isEmptyValue(v any) bool {
+	switch x := v.(type) {
+	case nil:
+		return true
+	case map[string]any:
+		for _, e := range x {
+			if !isEmptyValue(e) {
+				return false
+			}
+		}
+		return true
+	case []any:
+		return len(x) == 0
+	}
+	return false
+}

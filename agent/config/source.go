@@ -1,0 +1,136 @@
+package config
+
+import (
+	"reflect"
+)
+
+// source is one layer of configuration: the defaults, the -dev overlay, one
+// config file, or the command-line flags. Every field is a pointer, slice or
+// map so that "not set" differs from a zero value; layers are merged in order
+// with merge. The JSON names are Consul's; encoding/json matches them
+// case-insensitively, as Consul's decoder does.
+//
+// Only keys Trellis honours have a field here; schema.go accounts for every
+// other Consul key.
+type source struct {
+	NodeName        *string           `json:"node_name"`
+	NodeID          *string           `json:"node_id"`
+	NodeMeta        map[string]string `json:"node_meta"`
+	Datacenter      *string           `json:"datacenter"`
+	DataDir         *string           `json:"data_dir"`
+	Server          *bool             `json:"server"`
+	Bootstrap       *bool             `json:"bootstrap"`
+	BootstrapExpect *int              `json:"bootstrap_expect"`
+
+	BindAddr      *string         `json:"bind_addr"`
+	AdvertiseAddr *string         `json:"advertise_addr"`
+	ClientAddr    *string         `json:"client_addr"`
+	SerfLANBind   *string         `json:"serf_lan"`
+	Addresses     addressesSource `json:"addresses"`
+	Ports         portsSource     `json:"ports"`
+
+	RetryJoin            []string `json:"retry_join"`
+	StartJoin            []string `json:"start_join"`
+	RetryInterval        *string  `json:"retry_interval"`
+	RetryMax             *int     `json:"retry_max"`
+	LeaveOnTerminate     *bool    `json:"leave_on_terminate"`
+	SkipLeaveOnInterrupt *bool    `json:"skip_leave_on_interrupt"`
+	ReconnectTimeout     *string  `json:"reconnect_timeout"`
+
+	SessionTTLMin       *string           `json:"session_ttl_min"`
+	AEInterval          *string           `json:"ae_interval"`
+	CheckUpdateInterval *string           `json:"check_update_interval"`
+	Performance         performanceSource `json:"performance"`
+	Limits              limitsSource      `json:"limits"`
+
+	Connect connectSource `json:"connect"`
+
+	LogLevel           *string `json:"log_level"`
+	LogJSON            *bool   `json:"log_json"`
+	DisableUpdateCheck *bool   `json:"disable_update_check"`
+}
+
+type addressesSource struct {
+	HTTP *string `json:"http"`
+	GRPC *string `json:"grpc"`
+	// Parsed so that the values are validated and kept for when Trellis
+	// serves them; schema.go reports them as not implemented.
+	DNS     *string `json:"dns"`
+	HTTPS   *string `json:"https"`
+	GRPCTLS *string `json:"grpc_tls"`
+}
+
+type portsSource struct {
+	HTTP           *int `json:"http"`
+	GRPC           *int `json:"grpc"`
+	Server         *int `json:"server"`
+	SerfLAN        *int `json:"serf_lan"`
+	SidecarMinPort *int `json:"sidecar_min_port"`
+	SidecarMaxPort *int `json:"sidecar_max_port"`
+	// Not served yet (see schema.go); parsed and validated all the same.
+	DNS     *int `json:"dns"`
+	HTTPS   *int `json:"https"`
+	GRPCTLS *int `json:"grpc_tls"`
+	SerfWAN *int `json:"serf_wan"`
+}
+
+type performanceSource struct {
+	RaftMultiplier *int `json:"raft_multiplier"`
+}
+
+type limitsSource struct {
+	KVMaxValueSize *uint64 `json:"kv_max_value_size"`
+	TxnMaxReqLen   *uint64 `json:"txn_max_req_len"`
+}
+
+type connectSource struct {
+	Enabled    *bool          `json:"enabled"`
+	CAProvider *string        `json:"ca_provider"`
+	CAConfig   caConfigSource `json:"ca_config"`
+}
+
+type caConfigSource struct {
+	ClusterID   *string `json:"cluster_id"`
+	LeafCertTTL *string `json:"leaf_cert_ttl"`
+	RootCertTTL *string `json:"root_cert_ttl"`
+}
+
+// merge lays src over dst with Consul's rules: a set scalar replaces, slices
+// are appended (retry_join from two files and a flag add up), maps are merged
+// key by key, nested blocks are merged field by field.
+func merge(dst *source, src *source) {
+	mergeValue(reflect.ValueOf(dst).Elem(), reflect.ValueOf(src).Elem())
+}
+
+func mergeValue(dst, src reflect.Value) {
+	for i := 0; i < src.NumField(); i++ {
+		d, s := dst.Field(i), src.Field(i)
+		switch s.Kind() {
+		case reflect.Pointer:
+			if !s.IsNil() {
+				d.Set(s)
+			}
+		case reflect.Slice:
+			if s.Len() > 0 {
+				d.Set(reflect.AppendSlice(reflect.MakeSlice(s.Type(), 0, d.Len()+s.Len()), d))
+				d.Set(reflect.AppendSlice(d, s))
+			}
+		case reflect.Map:
+			if s.Len() > 0 {
+				if d.IsNil() {
+					d.Set(reflect.MakeMapWithSize(s.Type(), s.Len()))
+				}
+				iter := s.MapRange()
+				for iter.Next() {
+					d.SetMapIndex(iter.Key(), iter.Value())
+				}
+			}
+		case reflect.Struct:
+			mergeValue(d, s)
+		default:
+			// source holds only pointers, slices, maps and structs of them;
+			// TestSourceFieldKinds keeps it that way.
+			panic("config: unmergeable field " + src.Type().Field(i).Name)
+		}
+	}
+}

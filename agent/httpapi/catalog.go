@@ -1,0 +1,267 @@
+package httpapi
+
+import (
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+
+	"github.com/trellis-mesh/trellis/structs"
+)
+
+// catalogRegister handles PUT /v1/catalog/register. It answers true.
+func (s *Server) catalogRegister(w http.ResponseWriter, r *http.Request) (any, error) {
+	body, err := readBody(r, maxJSONBody)
+	if errors.Is(err, errBodyTooLarge) {
+		return nil, tooLarge(fmt.Sprintf("Request body too large, max size: %d bytes", maxJSONBody))
+	}
+	var args *structs.RegisterRequest
+	if err == nil {
+		args, err = decodeRegister(body)
+	}
+	if err != nil {
+		return nil, badRequest(fmt.Sprintf("Request decode failed: %v", err))
+	}
+	if args.Datacenter == "" {
+		args.Datacenter = s.dc
+	}
+	args.Token = parseToken(r)
+	if err := validateRegister(args); err != nil {
+		return nil, err
+	}
+	if err := s.rpc.RPC(r.Context(), structs.MethodCatalogRegister, args, &struct{}{}); err != nil {
+		return nil, err
+	}
+	return true, nil
+}
+
+// validateRegister applies the checks Consul's servers make before a
+// registration reaches Raft, with their messages and their status (500).
+func validateRegister(args *structs.RegisterRequest) error {
+	if args.Node == "" {
+		return serverError("Must provide node")
+	}
+	if args.ID != "" {
+		if err := parseUUID(args.ID); err != nil {
+			return serverError(fmt.Sprintf("Bad node ID: %v", err))
+		}
+	}
+	if args.Address == "" && !args.SkipNodeUpdate {
+		return serverError("Must provide address if SkipNodeUpdate is not set")
+	}
+	if svc := args.Service; svc != nil {
+		if svc.Service == "" {
+			return serverError("Must provide service name with ID")
+		}
+		if isAnyAddress(svc.Address) {
+			return serverError("Invalid service address")
+		}
+	}
+	checks := args.Checks
+	if args.Check != nil {
+		checks = append(checks[:len(checks):len(checks)], args.Check)
+	}
+	for _, chk := range checks {
+		if chk == nil {
+			continue
+		}
+		switch chk.Status {
+		case "", structs.HealthPassing, structs.HealthWarning, structs.HealthCritical:
+		default:
+			return serverError("Status for checks must 'passing', 'warning', 'critical'")
+		}
+	}
+	return nil
+}
+
+// parseUUID validates a node ID as Consul's go-uuid ParseUUID does, with
+// its error texts.
+func parseUUID(id string) error {
+	if len(id) != 36 {
+		return errors.New("uuid string is wrong length")
+	}
+	if id[8] != '-' || id[13] != '-' || id[18] != '-' || id[23] != '-' {
+		return errors.New("uuid is improperly formatted")
+	}
+	_, err := hex.DecodeString(id[0:8] + id[9:13] + id[14:18] + id[19:23] + id[24:36])
+	return err
+}
+
+// isAnyAddress reports whether addr is the unspecified address (0.0.0.0 or
+// ::, optionally bracketed), which Consul refuses as a service address.
+func isAnyAddress(addr string) bool {
+	if len(addr) > 2 && addr[0] == '[' && addr[len(addr)-1] == ']' {
+		addr = addr[1 : len(addr)-1]
+	}
+	ip := net.ParseIP(addr)
+	return ip != nil && ip.IsUnspecified()
+}
+
+// catalogDeregister handles PUT /v1/catalog/deregister. It answers true,
+// also for a node that does not exist.
+func (s *Server) catalogDeregister(w http.ResponseWriter, r *http.Request) (any, error) {
+	var args structs.DeregisterRequest
+	if err := decodeRequest(r, &args); err != nil {
+		return nil, err
+	}
+	if args.Datacenter == "" {
+		args.Datacenter = s.dc
+	}
+	args.Token = parseToken(r)
+	if args.Node == "" {
+		return nil, serverError("Must provide node")
+	}
+	if err := s.rpc.RPC(r.Context(), structs.MethodCatalogDeregister, &args, &struct{}{}); err != nil {
+		return nil, err
+	}
+	return true, nil
+}
+
+// catalogNodes handles GET /v1/catalog/nodes.
+func (s *Server) catalogNodes(w http.ResponseWriter, r *http.Request) (any, error) {
+	args := structs.DCSpecificRequest{NodeMetaFilters: parseMetaFilter(r)}
+	if err := s.parseQuery(r, &args.QueryOptions); err != nil {
+		return nil, err
+	}
+	var out structs.IndexedNodes
+	defer setMeta(w, &out.QueryMeta, &args.QueryOptions)
+	if err := s.rpc.RPC(r.Context(), structs.MethodCatalogListNodes, &args, &out); err != nil {
+		return nil, err
+	}
+	nodes := make(structs.Nodes, 0, len(out.Nodes))
+	for _, n := range out.Nodes {
+		if n != nil {
+			nodes = append(nodes, cleanNode(n))
+		}
+	}
+	return nodes, nil
+}
+
+// catalogServices handles GET /v1/catalog/services: {"name": [tags]}.
+func (s *Server) catalogServices(w http.ResponseWriter, r *http.Request) (any, error) {
+	args := structs.DCSpecificRequest{NodeMetaFilters: parseMetaFilter(r)}
+	if err := s.parseQuery(r, &args.QueryOptions); err != nil {
+		return nil, err
+	}
+	var out structs.IndexedServices
+	defer setMeta(w, &out.QueryMeta, &args.QueryOptions)
+	if err := s.rpc.RPC(r.Context(), structs.MethodCatalogListServices, &args, &out); err != nil {
+		return nil, err
+	}
+	services := make(map[string][]string, len(out.Services))
+	for name, tags := range out.Services {
+		services[name] = orEmpty(tags)
+	}
+	return services, nil
+}
+
+// catalogServiceNodes handles GET /v1/catalog/service/<name>.
+func (s *Server) catalogServiceNodes(w http.ResponseWriter, r *http.Request) (any, error) {
+	return s.serviceNodes(w, r, "/v1/catalog/service/", false)
+}
+
+// catalogConnectNodes handles GET /v1/catalog/connect/<name>: the service's
+// Connect endpoints.
+func (s *Server) catalogConnectNodes(w http.ResponseWriter, r *http.Request) (any, error) {
+	return s.serviceNodes(w, r, "/v1/catalog/connect/", true)
+}
+
+func (s *Server) serviceNodes(w http.ResponseWriter, r *http.Request, prefix string, connect bool) (any, error) {
+	args := structs.ServiceSpecificRequest{Connect: connect, NodeMetaFilters: parseMetaFilter(r)}
+	if err := s.parseQuery(r, &args.QueryOptions); err != nil {
+		return nil, err
+	}
+	args.ServiceTags, args.TagFilter = parseTags(r)
+	args.ServiceName = pathSuffix(r, prefix)
+	if args.ServiceName == "" {
+		return nil, badRequest("Missing service name")
+	}
+	var out structs.IndexedServiceNodes
+	defer setMeta(w, &out.QueryMeta, &args.QueryOptions)
+	if err := s.rpc.RPC(r.Context(), structs.MethodCatalogServiceNodes, &args, &out); err != nil {
+		return nil, err
+	}
+	nodes := make(structs.ServiceNodes, 0, len(out.ServiceNodes))
+	for _, sn := range out.ServiceNodes {
+		if sn == nil {
+			continue
+		}
+		c := *sn
+		c.ServiceTags = orEmpty(c.ServiceTags)
+		c.ServiceMeta = orEmptyMap(c.ServiceMeta)
+		c.NodeMeta = orEmptyMap(c.NodeMeta)
+		nodes = append(nodes, &c)
+	}
+	return nodes, nil
+}
+
+// catalogNodeServices handles GET /v1/catalog/node/<node>. A missing node is
+// 200 null, as in Consul.
+func (s *Server) catalogNodeServices(w http.ResponseWriter, r *http.Request) (any, error) {
+	var args structs.NodeSpecificRequest
+	if err := s.parseQuery(r, &args.QueryOptions); err != nil {
+		return nil, err
+	}
+	args.Node = pathSuffix(r, "/v1/catalog/node/")
+	if args.Node == "" {
+		return nil, badRequest("Missing node name")
+	}
+	var out structs.IndexedNodeServices
+	defer setMeta(w, &out.QueryMeta, &args.QueryOptions)
+	if err := s.rpc.RPC(r.Context(), structs.MethodCatalogNodeServices, &args, &out); err != nil {
+		return nil, err
+	}
+	if out.NodeServices == nil || out.NodeServices.Node == nil {
+		return nullJSON{}, nil
+	}
+	ns := &structs.NodeServices{
+		Node:     cleanNode(out.NodeServices.Node),
+		Services: make(map[string]*structs.NodeService, len(out.NodeServices.Services)),
+	}
+	for id, svc := range out.NodeServices.Services {
+		if svc != nil {
+			ns.Services[id] = cleanService(svc)
+		}
+	}
+	return ns, nil
+}
+
+// nullJSON encodes as the JSON literal null (a nil interface would mean "no
+// body" to wrap).
+type nullJSON struct{}
+
+// MarshalJSON writes null.
+func (nullJSON) MarshalJSON() ([]byte, error) { return []byte("null"), nil }
+
+// cleanNode copies a node with Consul's empty (not null) metadata.
+func cleanNode(n *structs.Node) *structs.Node {
+	c := *n
+	c.Meta = orEmptyMap(c.Meta)
+	return &c
+}
+
+// cleanService copies a service with Consul's empty (not null) tags and
+// metadata.
+func cleanService(svc *structs.NodeService) *structs.NodeService {
+	c := *svc
+	c.Tags = orEmpty(c.Tags)
+	c.Meta = orEmptyMap(c.Meta)
+	return &c
+}
+
+// orEmpty makes a nil list encode as [] instead of null.
+func orEmpty(list []string) []string {
+	if list == nil {
+		return []string{}
+	}
+	return list
+}
+
+// orEmptyMap makes a nil map encode as {} instead of null.
+func orEmptyMap(m map[string]string) map[string]string {
+	if m == nil {
+		return map[string]string{}
+	}
+	return m
+}

@@ -1,0 +1,383 @@
+// Package httpapi serves Consul's HTTP API (the /v1/... endpoints) on top of
+// Trellis' internal RPC methods. Every detail a client can observe (paths,
+// query parameters, JSON shapes, status codes, error texts and the
+// X-Consul-* headers) follows Consul, because existing tools (the official Go
+// client, consul-template, Patroni, Traefik, ...) depend on them.
+//
+// The package holds no state of its own: each request is parsed, turned into
+// one RPC (see structs/endpoints.go) and the reply is encoded back.
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/trellis-mesh/trellis/structs"
+)
+
+// RPC is the backend the HTTP API calls: a server answers locally, a client
+// agent forwards to a server. method is one of the structs.Method* names and
+// args/reply have the types listed beside it.
+type RPC interface {
+	RPC(ctx context.Context, method string, args, reply any) error
+}
+
+// Config holds every dependency of the HTTP API.
+type Config struct {
+	// RPC answers every read and write. Required.
+	RPC RPC
+	// Logger receives request errors and recovered panics. Nil discards.
+	Logger *slog.Logger
+	// NodeName is this agent's node: the default node of new sessions.
+	// Required.
+	NodeName string
+	// Datacenter is this agent's datacenter: the default of ?dc and of
+	// write bodies without one. Required.
+	Datacenter string
+	// SessionTTLMin is the smallest session TTL accepted (Consul's
+	// session_ttl_min). Zero means Consul's default, 10s.
+	SessionTTLMin time.Duration
+	// Self describes this agent for /v1/agent/self. Nil serves a minimal
+	// answer built from NodeName and Datacenter.
+	Self func() SelfInfo
+	// Metrics, when set, is served at /v1/agent/metrics (for example a
+	// Prometheus handler). Nil serves an empty metrics summary.
+	Metrics http.Handler
+}
+
+// ErrInvalidConfig is returned by New when a required Config field is
+// missing.
+var ErrInvalidConfig = errors.New("httpapi: invalid config")
+
+// defaultSessionTTLMin is Consul's default session_ttl_min.
+const defaultSessionTTLMin = 10 * time.Second
+
+// Server is the HTTP API. It implements http.Handler; mount it at the root of
+// the agent's HTTP listener.
+type Server struct {
+	rpc        RPC
+	log        *slog.Logger
+	nodeName   string
+	dc         string
+	sessionMin time.Duration
+	self       func() SelfInfo
+	metrics    http.Handler
+	handler    http.Handler
+}
+
+// New builds the HTTP API from cfg.
+func New(cfg Config) (*Server, error) {
+	switch {
+	case cfg.RPC == nil:
+		return nil, fmt.Errorf("%w: RPC is required", ErrInvalidConfig)
+	case cfg.NodeName == "":
+		return nil, fmt.Errorf("%w: NodeName is required", ErrInvalidConfig)
+	case cfg.Datacenter == "":
+		return nil, fmt.Errorf("%w: Datacenter is required", ErrInvalidConfig)
+	case cfg.SessionTTLMin < 0:
+		return nil, fmt.Errorf("%w: SessionTTLMin is negative", ErrInvalidConfig)
+	}
+	s := &Server{
+		rpc:        cfg.RPC,
+		log:        cfg.Logger,
+		nodeName:   cfg.NodeName,
+		dc:         cfg.Datacenter,
+		sessionMin: cfg.SessionTTLMin,
+		self:       cfg.Self,
+		metrics:    cfg.Metrics,
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+	}
+	if s.sessionMin == 0 {
+		s.sessionMin = defaultSessionTTLMin
+	}
+	s.handler = s.recoverPanics(printablePathOnly(s.routes()))
+	return s, nil
+}
+
+// ServeHTTP serves one request.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	s.handler.ServeHTTP(w, r)
+}
+
+// routes registers every endpoint with the methods Consul allows on it.
+// http.ServeMux is used on purpose: Consul uses it too, so path cleaning
+// (a "//" or "/../" in the path answers 301 to the cleaned path) and the
+// trailing-slash redirects behave identically.
+func (s *Server) routes() *http.ServeMux {
+	mux := http.NewServeMux()
+	get, put := []string{http.MethodGet}, []string{http.MethodPut}
+	handle := func(pattern string, methods []string, fn endpoint) {
+		mux.Handle(pattern, s.wrap(methods, fn))
+	}
+
+	handle("/v1/agent/self", get, s.agentSelf)
+	handle("/v1/agent/metrics", get, s.agentMetrics)
+
+	handle("/v1/catalog/register", put, s.catalogRegister)
+	handle("/v1/catalog/deregister", put, s.catalogDeregister)
+	handle("/v1/catalog/nodes", get, s.catalogNodes)
+	handle("/v1/catalog/services", get, s.catalogServices)
+	handle("/v1/catalog/service/", get, s.catalogServiceNodes)
+	handle("/v1/catalog/connect/", get, s.catalogConnectNodes)
+	handle("/v1/catalog/node/", get, s.catalogNodeServices)
+
+	handle("/v1/health/service/", get, s.healthServiceNodes)
+	handle("/v1/health/connect/", get, s.healthConnectNodes)
+	handle("/v1/health/checks/", get, s.healthServiceChecks)
+	handle("/v1/health/node/", get, s.healthNodeChecks)
+	handle("/v1/health/state/", get, s.healthChecksInState)
+
+	handle("/v1/kv/", []string{http.MethodGet, http.MethodPut, http.MethodDelete}, s.kvEndpoint)
+	handle("/v1/txn", put, s.txn)
+
+	handle("/v1/session/create", put, s.sessionCreate)
+	handle("/v1/session/destroy/", put, s.sessionDestroy)
+	handle("/v1/session/renew/", put, s.sessionRenew)
+	handle("/v1/session/info/", get, s.sessionInfo)
+	handle("/v1/session/node/", get, s.sessionsForNode)
+	handle("/v1/session/list", get, s.sessionList)
+
+	handle("/v1/status/leader", get, s.statusLeader)
+	handle("/v1/status/peers", get, s.statusPeers)
+	handle("/v1/operator/raft/configuration", get, s.operatorRaftConfiguration)
+
+	mux.HandleFunc("/", index)
+	return mux
+}
+
+// index answers the root like a Consul agent without the UI, and 404 with an
+// empty body for every unknown path.
+func index(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path != "/" {
+		w.WriteHeader(http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	_, _ = io.WriteString(w, "Consul Agent")
+}
+
+// endpoint is one API handler. It returns the object to encode as JSON
+// (nil when it already wrote the response itself) or an error, which wrap
+// turns into a status code in writeError.
+type endpoint func(w http.ResponseWriter, r *http.Request) (any, error)
+
+// withStatus makes wrap encode body as JSON under a status other than 200
+// (a failed transaction answers 409 with its errors).
+type withStatus struct {
+	code int
+	body any
+}
+
+// wrap applies what every endpoint shares: Consul's OPTIONS and 405
+// answers, the query-string sanity check, JSON encoding and the error
+// mapping.
+func (s *Server) wrap(methods []string, fn endpoint) http.Handler {
+	allow := append([]string{http.MethodOptions}, methods...)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Consul answers 500 with an empty body to a query string it cannot
+		// parse (bad %-escapes, ';' separators).
+		if r.URL.RawQuery != "" {
+			if _, err := parseRawQuery(r.URL.RawQuery); err != nil {
+				s.log.Error("failed to decode query", "method", r.Method, "path", r.URL.Path, "error", err)
+				w.WriteHeader(http.StatusInternalServerError)
+				return
+			}
+		}
+		// Advertise the default ACL policy as Consul does; with ACLs
+		// disabled it is "allow".
+		w.Header().Set("X-Consul-Default-ACL-Policy", "allow")
+		if r.Method == http.MethodOptions {
+			w.Header().Add("Allow", strings.Join(allow, ","))
+			return
+		}
+		var (
+			obj any
+			err error
+		)
+		if !contains(methods, r.Method) {
+			err = &methodNotAllowedError{method: r.Method, allow: allow}
+		} else {
+			obj, err = fn(w, r)
+		}
+		if err != nil {
+			s.writeError(w, r, err)
+			return
+		}
+		if obj == nil {
+			return
+		}
+		code := http.StatusOK
+		if ws, ok := obj.(withStatus); ok {
+			code, obj = ws.code, ws.body
+		}
+		s.writeJSON(w, r, code, obj)
+	})
+}
+
+// httpError is an error with the exact status code and plain-text body
+// Consul gives for it.
+type httpError struct {
+	code int
+	msg  string
+}
+
+func (e *httpError) Error() string { return e.msg }
+
+// badRequest is a 400 with Consul's message.
+func badRequest(msg string) error { return &httpError{code: http.StatusBadRequest, msg: msg} }
+
+// serverError is a 500 with Consul's message: Consul reports most request
+// validation failures (those its servers detect) as 500.
+func serverError(msg string) error {
+	return &httpError{code: http.StatusInternalServerError, msg: msg}
+}
+
+// tooLarge is a 413 with Consul's message.
+func tooLarge(msg string) error { return &httpError{code: http.StatusRequestEntityTooLarge, msg: msg} }
+
+// methodNotAllowedError is Consul's 405: an Allow header and "method X not
+// allowed".
+type methodNotAllowedError struct {
+	method string
+	allow  []string
+}
+
+func (e *methodNotAllowedError) Error() string {
+	return fmt.Sprintf("method %s not allowed", e.method)
+}
+
+// writeError is the one place that maps errors to status codes.
+func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
+	var (
+		code = http.StatusInternalServerError
+		msg  = err.Error()
+		he   *httpError
+		mna  *methodNotAllowedError
+	)
+	switch {
+	case errors.As(err, &he):
+		code = he.code
+	case errors.As(err, &mna):
+		w.Header().Add("Allow", strings.Join(mna.allow, ","))
+		code = http.StatusMethodNotAllowed
+	case errors.Is(err, structs.ErrPermissionDenied):
+		code = http.StatusForbidden
+	case errors.Is(err, structs.ErrRateLimited):
+		code = http.StatusTooManyRequests
+	}
+	level := slog.LevelError
+	if code < http.StatusInternalServerError || r.Context().Err() != nil {
+		level = slog.LevelInfo
+	}
+	s.log.Log(r.Context(), level, "request error", "method", r.Method, "path", r.URL.Path, "status", code, "error", err)
+	if msg != "" {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	}
+	w.WriteHeader(code)
+	_, _ = io.WriteString(w, msg)
+}
+
+// writeJSON encodes obj the way Consul does: compact, or indented with a
+// trailing newline under ?pretty.
+func (s *Server) writeJSON(w http.ResponseWriter, r *http.Request, code int, obj any) {
+	_, pretty := r.URL.Query()["pretty"]
+	buf, err := marshalJSON(obj, pretty)
+	if err != nil {
+		s.writeError(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_, _ = w.Write(buf)
+}
+
+// setMeta writes the headers of a read, in the order Consul writes them
+// (net/http itself emits header fields sorted by name, as in Consul).
+// X-Consul-Index is never 0: a client that sends ?index=0 back would never
+// block and would spin.
+func setMeta(w http.ResponseWriter, m *structs.QueryMeta, q *structs.QueryOptions) {
+	index := m.Index
+	if index == 0 {
+		index = 1
+	}
+	h := w.Header()
+	h.Set("X-Consul-Index", fmt.Sprint(index))
+	last := m.LastContact
+	if last < 0 {
+		last = 0
+	}
+	h.Set("X-Consul-LastContact", fmt.Sprint(uint64(last/time.Millisecond)))
+	known := "false"
+	if m.KnownLeader {
+		known = "true"
+	}
+	h.Set("X-Consul-KnownLeader", known)
+	if q != nil {
+		h.Set("X-Consul-Effective-Consistency", consistencyLevel(q))
+	}
+	h.Set("X-Consul-Query-Backend", "blocking-query")
+}
+
+// consistencyLevel names the consistency mode a read was served with.
+func consistencyLevel(q *structs.QueryOptions) string {
+	switch {
+	case q.AllowStale:
+		return "stale"
+	case q.RequireConsistent:
+		return "consistent"
+	}
+	return "leader"
+}
+
+// printablePathOnly answers 400 with an empty body to a path holding a
+// non-printable character (a control character in a KV key, say), before
+// any routing: Consul wraps its whole mux in go-cleanhttp's
+// PrintablePathCheckHandler, which does exactly this.
+func printablePathOnly(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.IndexFunc(r.URL.Path, func(c rune) bool { return !unicode.IsPrint(c) }) != -1 {
+			w.WriteHeader(http.StatusBadRequest)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// recoverPanics turns a panic in a handler into a logged 500 so that no
+// input can take the agent down.
+func (s *Server) recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			v := recover()
+			if v == nil {
+				return
+			}
+			if v == http.ErrAbortHandler { //nolint:errorlint // sentinel value, compared as net/http does
+				panic(v)
+			}
+			s.log.Error("panic serving request", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(v))
+			w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = io.WriteString(w, "Internal server error")
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}

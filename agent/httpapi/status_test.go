@@ -1,0 +1,95 @@
+package httpapi
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/trellis-mesh/trellis/structs"
+)
+
+func TestStatusAndOperator(t *testing.T) {
+	dcReq := func(method string, q structs.QueryOptions) []rpcCall {
+		return []rpcCall{{method, structs.DCSpecificRequest{QueryOptions: q}}}
+	}
+	runCases(t, []apiCase{
+		{
+			name: "leader", path: "/v1/status/leader",
+			setup:    func(f *fakeRPC, _ *Config) { f.replies[structs.MethodStatusLeader] = "127.0.0.1:8300" },
+			wantCode: 200, wantBody: `"127.0.0.1:8300"`,
+			// Consul sends no read headers here.
+			wantHeaders: map[string]string{"Content-Type": "application/json", "X-Consul-Index": ""},
+			wantCalls:   dcReq(structs.MethodStatusLeader, qo()),
+		},
+		{name: "no leader yet", path: "/v1/status/leader?stale", wantCode: 200, wantBody: `""`,
+			wantCalls: dcReq(structs.MethodStatusLeader, structs.QueryOptions{Datacenter: testDC, AllowStale: true})},
+		{
+			name: "peers", path: "/v1/status/peers?dc=dc2",
+			setup: func(f *fakeRPC, _ *Config) {
+				f.replies[structs.MethodStatusPeers] = []string{"10.0.0.1:8300", "10.0.0.2:8300"}
+			},
+			wantCode: 200, wantBody: `["10.0.0.1:8300","10.0.0.2:8300"]`,
+			wantCalls: dcReq(structs.MethodStatusPeers, structs.QueryOptions{Datacenter: "dc2"}),
+		},
+		{name: "no peers is []", path: "/v1/status/peers", wantCode: 200, wantBody: "[]", anyCalls: true},
+		{
+			name: "unknown datacenter", path: "/v1/status/peers?dc=nowhere",
+			setup:    func(f *fakeRPC, _ *Config) { f.errs[structs.MethodStatusPeers] = structs.ErrNoDCPath },
+			wantCode: 500, wantBody: "No path to datacenter", anyCalls: true,
+		},
+		{
+			name: "raft configuration", path: "/v1/operator/raft/configuration",
+			setup: func(f *fakeRPC, _ *Config) {
+				f.replies[structs.MethodOperatorRaftConfig] = structs.RaftConfigurationResponse{
+					Servers: []*structs.RaftServer{{ID: "id1", Node: "n1", Address: "127.0.0.1:8300", Leader: true, ProtocolVersion: "3", Voter: true, LastIndex: 12}},
+					Index:   12,
+				}
+			},
+			wantCode: 200, wantJSON: true,
+			wantBody:  `{"Servers":[{"ID":"id1","Node":"n1","Address":"127.0.0.1:8300","Leader":true,"ProtocolVersion":"3","Voter":true,"LastIndex":12}],"Index":12}`,
+			wantCalls: dcReq(structs.MethodOperatorRaftConfig, qo()),
+		},
+		{name: "PUT on status is 405", method: http.MethodPut, path: "/v1/status/leader", wantCode: 405, wantBody: "method PUT not allowed"},
+	})
+}
+
+func TestAgentSelf(t *testing.T) {
+	runCases(t, []apiCase{
+		{
+			name: "minimal", path: "/v1/agent/self", wantCode: 200, wantJSON: true,
+			wantBody: `{"Config":{"Datacenter":"dc1","PrimaryDatacenter":"dc1","NodeName":"node1","NodeID":"","Revision":"","Server":false,"Version":"","BuildDate":"","SessionTTLMin":10000000000},
+				"DebugConfig":{"Datacenter":"dc1","NodeName":"node1","SessionTTLMin":"10s"},"Coord":null,
+				"Member":{"Name":"node1","Addr":"","Port":0,"Tags":{},"Status":1,"ProtocolMin":0,"ProtocolMax":0,"ProtocolCur":0,"DelegateMin":0,"DelegateMax":0,"DelegateCur":0},
+				"Stats":{},"Meta":{}}`,
+		},
+		{
+			name: "from Self", path: "/v1/agent/self",
+			setup: func(_ *fakeRPC, c *Config) {
+				c.SessionTTLMin = 15 * time.Second
+				c.Self = func() SelfInfo {
+					return SelfInfo{
+						NodeID: "0b5c6d4e-0000-4000-8000-000000000001", Server: true, Version: "1.22.0", Revision: "abc", BuildDate: "2026-01-01T00:00:00Z",
+						Member: MemberInfo{Name: "node1", Addr: "127.0.0.1", Port: 8301, Tags: map[string]string{"role": "consul"}, Status: 1, ProtocolMin: 1, ProtocolMax: 5, ProtocolCur: 2},
+						Meta:   map[string]string{"rack": "r1"},
+					}
+				}
+			},
+			wantCode: 200, wantJSON: true,
+			wantBody: `{"Config":{"Datacenter":"dc1","PrimaryDatacenter":"dc1","NodeName":"node1","NodeID":"0b5c6d4e-0000-4000-8000-000000000001","Revision":"abc","Server":true,"Version":"1.22.0","BuildDate":"2026-01-01T00:00:00Z","SessionTTLMin":15000000000},
+				"DebugConfig":{"Datacenter":"dc1","NodeName":"node1","SessionTTLMin":"15s"},"Coord":null,
+				"Member":{"Name":"node1","Addr":"127.0.0.1","Port":8301,"Tags":{"role":"consul"},"Status":1,"ProtocolMin":1,"ProtocolMax":5,"ProtocolCur":2,"DelegateMin":0,"DelegateMax":0,"DelegateCur":0},
+				"Stats":{},"Meta":{"rack":"r1"}}`,
+		},
+		{
+			name: "metrics handler", path: "/v1/agent/metrics?format=prometheus",
+			setup: func(_ *fakeRPC, c *Config) {
+				c.Metrics = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+					_, _ = w.Write([]byte("consul_up 1\n"))
+				})
+			},
+			wantCode: 200, wantBody: "consul_up 1\n", wantHeaders: map[string]string{"Content-Type": "text/plain; version=0.0.4"},
+		},
+		{name: "metrics POST is 405", method: http.MethodPost, path: "/v1/agent/metrics", wantCode: 405, wantBody: "method POST not allowed"},
+	})
+}

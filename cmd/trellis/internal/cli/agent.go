@@ -1,0 +1,234 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"syscall"
+	"time"
+
+	"github.com/trellis-mesh/trellis/agent/config"
+	"github.com/trellis-mesh/trellis/version"
+)
+
+// Agent is what `trellis agent` runs; *agent.Agent satisfies it.
+type Agent interface {
+	// Start brings the agent up and returns once it serves. Its context
+	// is cancelled only if a signal arrives before Start returns, and
+	// otherwise after Shutdown.
+	Start(ctx context.Context) error
+	// Leave gracefully leaves the cluster (Serf leave) within ctx.
+	Leave(ctx context.Context) error
+	// Shutdown stops everything and waits for it. It is also called after
+	// Start failed or was interrupted, so it must cope with a partly
+	// started agent.
+	Shutdown() error
+}
+
+// AgentFactory builds the Agent from the loaded configuration.
+type AgentFactory func(rc *config.RuntimeConfig, logger *slog.Logger) (Agent, error)
+
+// Shutdown timing. sdk/testutil sends SIGINT and waits 10 s before it
+// kills the process, so the whole graceful path must fit well within that.
+const (
+	defaultLeaveTimeout     = 5 * time.Second
+	defaultShutdownDeadline = 9 * time.Second
+)
+
+// agentCommand runs the agent; the timeouts are fields so tests can
+// shorten them.
+type agentCommand struct {
+	leaveTimeout     time.Duration
+	shutdownDeadline time.Duration
+}
+
+func runAgent(args []string, env *Env) int {
+	return agentCommand{leaveTimeout: defaultLeaveTimeout, shutdownDeadline: defaultShutdownDeadline}.run(args, env)
+}
+
+func (c agentCommand) run(args []string, env *Env) int {
+	rc, warnings, err := config.Load(config.LoadOptions{
+		Args:       args,
+		FlagOutput: env.Stderr,
+		Logger:     slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	switch {
+	case errors.Is(err, config.ErrHelp):
+		return 0
+	case errors.Is(err, config.ErrInvalidFlag):
+		// The flag package has already printed the error and usage.
+		fmt.Fprintf(env.Stderr, "==> %v\n", err)
+		return 1
+	case err != nil:
+		fmt.Fprintf(env.Stderr, "==> Error loading configuration:\n%v\n", err)
+		return 1
+	}
+	logger := NewLogger(env.Stderr, rc.Logging)
+	for _, w := range warnings {
+		logger.Warn(w)
+	}
+	if env.NewAgent == nil {
+		logger.Error("this binary was built without the agent")
+		return 1
+	}
+
+	// Subscribe before starting so that a signal during start-up is seen.
+	sigs, stop := env.Signals()
+	defer stop()
+
+	a, err := env.NewAgent(rc, logger)
+	if err != nil {
+		logger.Error("cannot create agent", "error", err)
+		return 1
+	}
+	logger.Info("starting Trellis agent",
+		"version", version.Human(), "node", rc.NodeName, "node_id", rc.NodeID,
+		"datacenter", rc.Datacenter, "server", rc.ServerMode, "dev", rc.DevMode,
+		"http", rc.HTTPListenAddrs(), "grpc", rc.GRPCListenAddrs())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel() // after Shutdown: the agent's lifetime context
+
+	startErr := make(chan error, 1)
+	go func() { startErr <- a.Start(ctx) }()
+	var pending os.Signal // a signal that raced with Start's return
+	for started := false; !started; {
+		select {
+		case err := <-startErr:
+			if err != nil {
+				return c.failedStart(a, logger, err)
+			}
+			started = true
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				logger.Warn("configuration reload is not supported; ignoring SIGHUP")
+				continue
+			}
+			// If Start has returned meanwhile, the agent runs: handle the
+			// signal as any later one.
+			select {
+			case err := <-startErr:
+				if err != nil {
+					return c.failedStart(a, logger, err)
+				}
+				started, pending = true, sig
+				continue
+			default:
+			}
+			logger.Warn("signal received during start-up; shutting down", "signal", sig.String())
+			cancel()
+			return c.stop(a, logger, sigs, false, startErr)
+		}
+	}
+	logger.Info("Trellis agent running")
+
+	for {
+		sig := pending
+		pending = nil
+		if sig == nil {
+			var ok bool
+			if sig, ok = <-sigs; !ok {
+				return 1 // the signal channel closed: nothing left to wait for
+			}
+		}
+		if sig == syscall.SIGHUP {
+			logger.Warn("configuration reload is not supported; ignoring SIGHUP")
+			continue
+		}
+		// Consul's keys decide; Trellis defaults both to "leave".
+		leave := (sig == syscall.SIGINT && !rc.SkipLeaveOnInterrupt) ||
+			(sig == syscall.SIGTERM && rc.LeaveOnTerminate)
+		logger.Info("caught signal", "signal", sig.String(), "leave", leave)
+		return c.stop(a, logger, sigs, leave, nil)
+	}
+}
+
+// failedStart cleans up after Start returned an error.
+func (c agentCommand) failedStart(a Agent, logger *slog.Logger, err error) int {
+	logger.Error("agent failed to start", "error", err)
+	if serr := a.Shutdown(); serr != nil {
+		logger.Error("shutdown after failed start", "error", serr)
+	}
+	return 1
+}
+
+// stop leaves (if asked) and shuts the agent down, giving up at the
+// deadline or on a second signal so the process always exits promptly.
+// pendingStart, when not nil, is Start's result channel: Start was
+// interrupted and must return before Shutdown.
+func (c agentCommand) stop(a Agent, logger *slog.Logger, sigs <-chan os.Signal, leave bool, pendingStart <-chan error) int {
+	done := make(chan int, 1)
+	// This goroutine is abandoned only when the deadline passes or a
+	// second signal arrives; the process exits right after in both cases.
+	go func() {
+		code := 0
+		if pendingStart != nil {
+			<-pendingStart
+		}
+		if leave {
+			logger.Info("gracefully leaving the cluster")
+			ctx, cancel := context.WithTimeout(context.Background(), c.leaveTimeout)
+			err := a.Leave(ctx)
+			cancel()
+			if err != nil {
+				logger.Error("graceful leave failed", "error", err)
+				code = 1
+			}
+		}
+		if err := a.Shutdown(); err != nil {
+			logger.Error("shutdown failed", "error", err)
+			code = 1
+		}
+		if pendingStart != nil {
+			code = 1 // the agent never ran
+		}
+		done <- code
+	}()
+	deadline := time.NewTimer(c.shutdownDeadline)
+	defer deadline.Stop()
+	for {
+		select {
+		case code := <-done:
+			if code == 0 {
+				logger.Info("agent stopped")
+			}
+			return code
+		case sig := <-sigs:
+			if sig == syscall.SIGHUP {
+				continue
+			}
+			logger.Warn("second signal received; exiting without waiting", "signal", sig.String())
+			return 1
+		case <-deadline.C:
+			logger.Error("agent did not stop in time; exiting", "deadline", c.shutdownDeadline)
+			return 1
+		}
+	}
+}
+
+// NewLogger returns the agent's logger: text (or JSON) lines on w at the
+// configured level, with Consul's TRACE level named as such.
+func NewLogger(w io.Writer, l config.Logging) *slog.Logger {
+	level, err := config.ParseLogLevel(l.Level)
+	if err != nil {
+		level = slog.LevelInfo
+	}
+	opts := &slog.HandlerOptions{
+		Level: level,
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.LevelKey && len(groups) == 0 {
+				if lv, ok := a.Value.Any().(slog.Level); ok && lv <= config.LevelTrace {
+					a.Value = slog.StringValue("TRACE")
+				}
+			}
+			return a
+		},
+	}
+	if l.JSON {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}

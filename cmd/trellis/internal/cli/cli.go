@@ -1,0 +1,184 @@
+// Package cli implements the trellis command line: the agent command and
+// the client commands that talk to an agent over Consul's HTTP API with
+// Consul's flags and output formats.
+//
+// Every command is a function taking its arguments and an Env and returning
+// the process exit code, so tests run them in-process against an httptest
+// server and inspect stdout, stderr and the requests sent. Package main only
+// builds the Env from the real process and supplies the agent constructor.
+package cli
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+)
+
+// Env is everything a command touches outside itself.
+type Env struct {
+	Stdout io.Writer
+	Stderr io.Writer
+	Stdin  io.Reader
+	// Getenv reads environment variables (CONSUL_HTTP_ADDR, ...).
+	Getenv func(string) string
+	// NewAgent builds the agent run by `trellis agent`. Nil makes that
+	// command fail; the client commands do not need it.
+	NewAgent AgentFactory
+	// Signals subscribes to SIGINT, SIGTERM and SIGHUP for the agent
+	// command and returns the channel and a function that unsubscribes.
+	// Nil uses os/signal.
+	Signals func() (<-chan os.Signal, func())
+}
+
+// ProcessEnv returns an Env bound to the running process.
+func ProcessEnv(newAgent AgentFactory) Env {
+	return Env{
+		Stdout:   os.Stdout,
+		Stderr:   os.Stderr,
+		Stdin:    os.Stdin,
+		Getenv:   os.Getenv,
+		NewAgent: newAgent,
+		Signals:  notifySignals,
+	}
+}
+
+func notifySignals() (<-chan os.Signal, func()) {
+	ch := make(chan os.Signal, 4)
+	signal.Notify(ch, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	return ch, func() { signal.Stop(ch) }
+}
+
+// command is one subcommand: run returns the exit code.
+type command struct {
+	synopsis string
+	run      func(args []string, env *Env) int
+}
+
+// commands is the command tree. Nested commands ("kv get") are keyed by
+// their full name.
+func commands() map[string]command {
+	return map[string]command{
+		"agent":                    {"Runs a Trellis agent", runAgent},
+		"catalog":                  {"Interact with the catalog", nil},
+		"catalog nodes":            {"Lists all nodes in the given datacenter", runCatalogNodes},
+		"catalog services":         {"Lists all registered services in a datacenter", runCatalogServices},
+		"force-leave":              {"Forces a member of the cluster to enter the \"left\" state", runForceLeave},
+		"join":                     {"Tell a Trellis agent to join the cluster", runJoin},
+		"kv":                       {"Interact with the key-value store", nil},
+		"kv delete":                {"Removes data from the KV store", runKVDelete},
+		"kv get":                   {"Retrieves or lists data from the KV store", runKVGet},
+		"kv put":                   {"Sets or updates data in the KV store", runKVPut},
+		"leave":                    {"Gracefully leaves the cluster and shuts down", runLeave},
+		"maint":                    {"Controls node or service maintenance mode", runMaint},
+		"members":                  {"Lists the members of the cluster", runMembers},
+		"operator":                 {"Provides cluster-level tools for operators", nil},
+		"operator raft":            {"Provides cluster-level tools for Raft", nil},
+		"operator raft list-peers": {"Display the current Raft peer configuration", runRaftListPeers},
+		"services":                 {"Interact with services", nil},
+		"services deregister":      {"Deregister services with the local agent", runServicesDeregister},
+		"services register":        {"Register services with the local agent", runServicesRegister},
+		"version":                  {"Prints the Trellis version", runVersion},
+	}
+}
+
+// Run executes the command line args (without the program name) and
+// returns the exit code. Exit codes follow Consul's CLI: 0 success, 1
+// failure, 127 for an unknown command.
+func Run(args []string, env Env) int {
+	env.fillDefaults()
+	if len(args) == 0 {
+		usage(env.Stderr, "")
+		return 1
+	}
+	switch args[0] {
+	case "-h", "-help", "--help", "help":
+		usage(env.Stdout, "")
+		return 0
+	case "-v", "-version", "--version":
+		return runVersion(nil, &env)
+	}
+	cmds := commands()
+	// Longest command name that prefixes the arguments.
+	name, rest := "", args
+	for i := 1; i <= len(args) && i <= 3; i++ {
+		candidate := strings.Join(args[:i], " ")
+		if _, ok := cmds[candidate]; ok {
+			name, rest = candidate, args[i:]
+		}
+	}
+	cmd, ok := cmds[name]
+	if !ok {
+		fmt.Fprintf(env.Stderr, "Unknown command: %q\n\n", args[0])
+		usage(env.Stderr, "")
+		return 127
+	}
+	if cmd.run == nil {
+		// A group such as "kv": list its subcommands.
+		if len(rest) > 0 && !isHelp(rest[0]) {
+			fmt.Fprintf(env.Stderr, "Unknown command: %q\n\n", name+" "+rest[0])
+			usage(env.Stderr, name)
+			return 127
+		}
+		out, code := env.Stderr, 1
+		if len(rest) > 0 {
+			out, code = env.Stdout, 0
+		}
+		usage(out, name)
+		return code
+	}
+	return cmd.run(rest, &env)
+}
+
+func isHelp(s string) bool { return s == "-h" || s == "-help" || s == "--help" }
+
+func (e *Env) fillDefaults() {
+	if e.Stdout == nil {
+		e.Stdout = io.Discard
+	}
+	if e.Stderr == nil {
+		e.Stderr = io.Discard
+	}
+	if e.Stdin == nil {
+		e.Stdin = strings.NewReader("")
+	}
+	if e.Getenv == nil {
+		e.Getenv = func(string) string { return "" }
+	}
+	if e.Signals == nil {
+		e.Signals = notifySignals
+	}
+}
+
+// usage lists the commands under prefix ("" for the top level).
+func usage(w io.Writer, prefix string) {
+	if prefix == "" {
+		fmt.Fprintln(w, "Usage: trellis [--version] [--help] <command> [<args>]")
+	} else {
+		fmt.Fprintf(w, "Usage: trellis %s <subcommand> [options] [args]\n", prefix)
+	}
+	fmt.Fprintln(w, "\nAvailable commands are:")
+	cmds := commands()
+	var names []string
+	width := 0
+	for n := range cmds {
+		sub, ok := strings.CutPrefix(n, prefix)
+		if prefix != "" && (!ok || sub == "" || sub[0] != ' ') {
+			continue
+		}
+		sub = strings.TrimSpace(sub)
+		if strings.Contains(sub, " ") {
+			continue // only direct children
+		}
+		names = append(names, n)
+		width = max(width, len(sub))
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		sub := strings.TrimSpace(strings.TrimPrefix(n, prefix))
+		fmt.Fprintf(w, "    %-*s    %s\n", width, sub, cmds[n].synopsis)
+	}
+}

@@ -1,0 +1,216 @@
+package gossip
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/serf/serf"
+)
+
+// ErrNoneJoined is returned when not one of the join addresses answered.
+var ErrNoneJoined = errors.New("gossip: no member could be joined")
+
+// Config holds what an agent's Serf LAN member needs.
+type Config struct {
+	Logger   *slog.Logger
+	NodeName string
+	// BindAddr/BindPort is where memberlist listens (TCP and UDP);
+	// AdvertiseAddr/AdvertisePort what others are told.
+	BindAddr      string
+	BindPort      int
+	AdvertiseAddr string
+	AdvertisePort int
+	Tags          map[string]string
+	// ReconnectTimeout is how long a failed member is kept before Serf
+	// reaps it (default 72h).
+	ReconnectTimeout time.Duration
+	// SnapshotDir, when set, keeps Serf's member snapshot there so that a
+	// restarted agent rejoins the members it knew.
+	SnapshotDir string
+	// OnEvent receives every Serf event, in order, from one goroutine.
+	OnEvent func(serf.Event)
+}
+
+// Gossip is a running Serf LAN member and the goroutines it owns.
+type Gossip struct {
+	logger *slog.Logger
+	serf   *serf.Serf
+	events chan serf.Event
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// New starts the Serf member (listening, not yet joined to anyone).
+func New(cfg Config) (*Gossip, error) {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.ReconnectTimeout <= 0 {
+		cfg.ReconnectTimeout = 72 * time.Hour
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	g := &Gossip{logger: cfg.Logger, events: make(chan serf.Event, 256), ctx: ctx, cancel: cancel}
+
+	sc := serf.DefaultConfig()
+	sc.NodeName = cfg.NodeName
+	sc.Tags = cfg.Tags
+	sc.EventCh = g.events
+	sc.ReconnectTimeout = cfg.ReconnectTimeout
+	sc.EnableNameConflictResolution = true
+	sc.LeavePropagateDelay = time.Second
+	stdLog := log.New(&levelWriter{logger: cfg.Logger.With("component", "serf")}, "", 0)
+	sc.Logger = stdLog
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = cfg.NodeName
+	mc.BindAddr = cfg.BindAddr
+	mc.BindPort = cfg.BindPort
+	mc.AdvertiseAddr = cfg.AdvertiseAddr
+	mc.AdvertisePort = cfg.AdvertisePort
+	mc.Logger = stdLog
+	sc.MemberlistConfig = mc
+	if cfg.SnapshotDir != "" {
+		if err := os.MkdirAll(cfg.SnapshotDir, 0o700); err != nil {
+			cancel()
+			return nil, fmt.Errorf("gossip: snapshot dir: %w", err)
+		}
+		sc.SnapshotPath = filepath.Join(cfg.SnapshotDir, "local.snapshot")
+	}
+	s, err := serf.Create(sc)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("gossip: start serf: %w", err)
+	}
+	g.serf = s
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case ev := <-g.events:
+				if cfg.OnEvent != nil {
+					cfg.OnEvent(ev)
+				}
+			}
+		}
+	}()
+	return g, nil
+}
+
+// Members lists every member Serf knows, in any status.
+func (g *Gossip) Members() []serf.Member { return g.serf.Members() }
+
+// LocalMember is this agent's own member record.
+func (g *Gossip) LocalMember() serf.Member { return g.serf.LocalMember() }
+
+// Join contacts the given "host[:port]" addresses (defaultPort when a port
+// is missing) and reports how many answered.
+func (g *Gossip) Join(addrs []string, defaultPort int) (int, error) {
+	full := make([]string, 0, len(addrs))
+	for _, a := range addrs {
+		if _, _, err := net.SplitHostPort(a); err != nil {
+			a = net.JoinHostPort(a, strconv.Itoa(defaultPort))
+		}
+		full = append(full, a)
+	}
+	n, err := g.serf.Join(full, true)
+	if n == 0 {
+		if err == nil {
+			err = ErrNoneJoined
+		}
+		return 0, fmt.Errorf("%w: %v", ErrNoneJoined, err)
+	}
+	return n, nil
+}
+
+// RetryJoin joins addrs in the background, retrying every interval until
+// one answers (or max attempts, when max > 0). The goroutine is owned by
+// the Gossip and stops with Shutdown.
+func (g *Gossip) RetryJoin(addrs []string, defaultPort int, interval time.Duration, max int) {
+	if len(addrs) == 0 {
+		return
+	}
+	g.wg.Add(1)
+	go func() {
+		defer g.wg.Done()
+		for attempt := 1; ; attempt++ {
+			n, err := g.Join(addrs, defaultPort)
+			if err == nil {
+				g.logger.Info("joined the cluster", "contacted", n)
+				return
+			}
+			if max > 0 && attempt >= max {
+				g.logger.Error("giving up joining the cluster", "attempts", attempt, "error", err)
+				return
+			}
+			g.logger.Warn("join failed, will retry", "error", err, "retry_in", interval)
+			select {
+			case <-g.ctx.Done():
+				return
+			case <-time.After(interval):
+			}
+		}
+	}()
+}
+
+// Leave tells the cluster this member is leaving on purpose.
+func (g *Gossip) Leave() error { return g.serf.Leave() }
+
+// ForceLeave marks a failed member as left so that it is removed at once.
+func (g *Gossip) ForceLeave(node string) error { return g.serf.RemoveFailedNode(node) }
+
+// Shutdown stops Serf and every goroutine of this Gossip.
+func (g *Gossip) Shutdown() error {
+	err := g.serf.Shutdown()
+	g.cancel()
+	g.wg.Wait()
+	return err
+}
+
+// levelWriter turns serf's and memberlist's "[LEVEL] text" log lines into
+// slog records at the matching level.
+type levelWriter struct{ logger *slog.Logger }
+
+func (w *levelWriter) Write(p []byte) (int, error) {
+	line := bytes.TrimSpace(p)
+	level := slog.LevelInfo
+	for prefix, l := range map[string]slog.Level{"[TRACE]": slog.LevelDebug - 4, "[DEBUG]": slog.LevelDebug, "[INFO]": slog.LevelInfo, "[WARN]": slog.LevelWarn, "[ERR]": slog.LevelError, "[ERROR]": slog.LevelError} {
+		if bytes.HasPrefix(line, []byte(prefix)) {
+			level = l
+			line = bytes.TrimSpace(line[len(prefix):])
+			break
+		}
+	}
+	w.logger.Log(context.Background(), level, string(line))
+	return len(p), nil
+}
+
+// Holder hands the member list to components built before the Gossip
+// exists (the server is created first, so that gossip events have somewhere
+// to go); Members is empty until Set.
+type Holder struct{ p atomic.Pointer[Gossip] }
+
+// Set publishes g to readers.
+func (h *Holder) Set(g *Gossip) { h.p.Store(g) }
+
+// Members lists the members, or none before Set.
+func (h *Holder) Members() []serf.Member {
+	if g := h.p.Load(); g != nil {
+		return g.Members()
+	}
+	return nil
+}

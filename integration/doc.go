@@ -1,0 +1,14 @@
+// Package integration holds Trellis's end-to-end scenarios: real trellis
+// processes (3-server clusters, client agents, -dev agents) started by the
+// harness package on free 127.0.0.1 ports and driven through Consul's HTTP
+// API, both with raw requests (to see exact status codes and headers) and
+// with the official github.com/hashicorp/consul/api client.
+//
+// The package has only tests. TestMain builds ./cmd/trellis once per
+// `go test` run; set TRELLIS_BINARY to use a prebuilt binary instead, and
+// TRELLIS_BUILD_RACE=1 to build it with -race. `go test -short` skips every
+// scenario.
+//
+//	go test ./integration/ -run TestClusterReplication -v
+//	go test ./integration/ -run 'TestConsulAPI(Dev|Cluster)' -v
+package integration

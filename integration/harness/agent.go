@@ -1,0 +1,222 @@
+package harness
+
+import (
+	"fmt"
+	"net"
+	"strconv"
+	"testing"
+)
+
+// Loopback is the only address test agents bind to.
+const Loopback = "127.0.0.1"
+
+// Mode selects how an agent runs.
+type Mode int
+
+// Agent modes, matching the three ways to run `trellis agent`.
+const (
+	// ModeServer is `agent -server -bootstrap-expect N -data-dir D`.
+	ModeServer Mode = iota
+	// ModeClient is `agent -data-dir D` (no -server): a client agent.
+	ModeClient
+	// ModeDev is `agent -dev`: one in-memory server that is its own client.
+	ModeDev
+)
+
+// String names the mode for log file names and messages.
+func (m Mode) String() string {
+	switch m {
+	case ModeServer:
+		return "server"
+	case ModeClient:
+		return "client"
+	case ModeDev:
+		return "dev"
+	}
+	return "mode(" + strconv.Itoa(int(m)) + ")"
+}
+
+// AgentPorts are the ports one agent listens on, all on 127.0.0.1.
+type AgentPorts struct {
+	HTTP    int
+	GRPC    int
+	Server  int
+	SerfLAN int
+}
+
+// AllocateAgentPorts takes the four ports of one agent from the allocator.
+func AllocateAgentPorts(a *PortAllocator) (AgentPorts, error) {
+	ps, err := a.Ports(4)
+	if err != nil {
+		return AgentPorts{}, err
+	}
+	return AgentPorts{HTTP: ps[0], GRPC: ps[1], Server: ps[2], SerfLAN: ps[3]}, nil
+}
+
+// AgentConfig is everything needed to run one `trellis agent`.
+type AgentConfig struct {
+	// Binary is the trellis executable (from BuildBinary).
+	Binary string
+	// Mode is server, client or dev.
+	Mode Mode
+	// Node is the node name (-node); it also names the process.
+	Node string
+	// DataDir is -data-dir; required for servers and clients, ignored for dev.
+	DataDir string
+	// LogPath receives stdout and stderr.
+	LogPath string
+	// Ports are passed as -http-port, -grpc-port, -server-port, -serf-lan-port.
+	Ports AgentPorts
+	// BootstrapExpect is -bootstrap-expect for servers (ignored otherwise).
+	BootstrapExpect int
+	// RetryJoin lists host:port Serf LAN addresses, one -retry-join each.
+	RetryJoin []string
+	// LogLevel is -log-level; empty means "debug".
+	LogLevel string
+	// ExtraArgs are appended after the generated flags (for example
+	// -config-file F or -datacenter dc2).
+	ExtraArgs []string
+	// Env is appended to the process environment.
+	Env []string
+}
+
+// Args returns the command line (after the program name) for cfg.
+func (c AgentConfig) Args() []string {
+	level := c.LogLevel
+	if level == "" {
+		level = "debug"
+	}
+	args := []string{"agent"}
+	switch c.Mode {
+	case ModeDev:
+		args = append(args, "-dev")
+	case ModeServer:
+		args = append(args, "-server", "-bootstrap-expect", strconv.Itoa(c.BootstrapExpect), "-data-dir", c.DataDir)
+	case ModeClient:
+		args = append(args, "-data-dir", c.DataDir)
+	}
+	args = append(args,
+		"-node", c.Node,
+		"-bind", Loopback,
+		"-client", Loopback,
+		"-http-port", strconv.Itoa(c.Ports.HTTP),
+		"-grpc-port", strconv.Itoa(c.Ports.GRPC),
+		"-server-port", strconv.Itoa(c.Ports.Server),
+		"-serf-lan-port", strconv.Itoa(c.Ports.SerfLAN),
+	)
+	for _, j := range c.RetryJoin {
+		args = append(args, "-retry-join", j)
+	}
+	args = append(args, "-log-level", level)
+	return append(args, c.ExtraArgs...)
+}
+
+func (c AgentConfig) validate() error {
+	switch {
+	case c.Binary == "":
+		return fmt.Errorf("%w: agent %q: Binary is required", ErrInvalidConfig, c.Node)
+	case c.Node == "":
+		return fmt.Errorf("%w: agent Node is required", ErrInvalidConfig)
+	case c.LogPath == "":
+		return fmt.Errorf("%w: agent %q: LogPath is required", ErrInvalidConfig, c.Node)
+	case c.Ports.HTTP == 0 || c.Ports.GRPC == 0 || c.Ports.Server == 0 || c.Ports.SerfLAN == 0:
+		return fmt.Errorf("%w: agent %q: all four ports are required", ErrInvalidConfig, c.Node)
+	case c.Mode != ModeDev && c.DataDir == "":
+		return fmt.Errorf("%w: agent %q: DataDir is required for a %s", ErrInvalidConfig, c.Node, c.Mode)
+	case c.Mode == ModeServer && c.BootstrapExpect < 1:
+		return fmt.Errorf("%w: server %q: BootstrapExpect must be at least 1", ErrInvalidConfig, c.Node)
+	case c.Mode < ModeServer || c.Mode > ModeDev:
+		return fmt.Errorf("%w: agent %q: unknown mode %d", ErrInvalidConfig, c.Node, c.Mode)
+	}
+	return nil
+}
+
+// Agent is one running (or stopped) `trellis agent` process. The embedded
+// Process gives Kill, Stop, Restart, Logs, LogTail, PID and Running; a
+// restart reuses the same flags, ports and data dir.
+type Agent struct {
+	*Process
+	cfg AgentConfig
+}
+
+// newAgent validates cfg and prepares the process without starting it.
+func newAgent(cfg AgentConfig) (*Agent, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg.RetryJoin = append([]string(nil), cfg.RetryJoin...)
+	cfg.ExtraArgs = append([]string(nil), cfg.ExtraArgs...)
+	cfg.Env = append([]string(nil), cfg.Env...)
+	p, err := NewProcess(ProcessConfig{
+		Name:    cfg.Node,
+		Path:    cfg.Binary,
+		Args:    cfg.Args(),
+		Env:     cfg.Env,
+		LogPath: cfg.LogPath,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Agent{Process: p, cfg: cfg}, nil
+}
+
+// StartAgent starts one agent and registers a t.Cleanup that kills it and,
+// if the test failed, prints the tail of its log. Use StartCluster for
+// servers that must find each other; StartAgent suits a lone client agent
+// joining an existing cluster or a custom command line.
+func StartAgent(t testing.TB, cfg AgentConfig) *Agent {
+	t.Helper()
+	a, err := newAgent(cfg)
+	if err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	t.Cleanup(func() { cleanupAgents(t, []*Agent{a}) })
+	if err := a.Start(); err != nil {
+		t.Fatalf("harness: %v", err)
+	}
+	return a
+}
+
+// Config returns a copy of the agent's configuration.
+func (a *Agent) Config() AgentConfig {
+	c := a.cfg
+	c.RetryJoin = append([]string(nil), c.RetryJoin...)
+	c.ExtraArgs = append([]string(nil), c.ExtraArgs...)
+	c.Env = append([]string(nil), c.Env...)
+	return c
+}
+
+// Node returns the agent's node name.
+func (a *Agent) Node() string { return a.cfg.Node }
+
+// Mode returns server, client or dev.
+func (a *Agent) Mode() Mode { return a.cfg.Mode }
+
+// IsServer reports whether the agent is a Raft server (a -server or a -dev
+// agent).
+func (a *Agent) IsServer() bool { return a.cfg.Mode == ModeServer || a.cfg.Mode == ModeDev }
+
+// Ports returns the agent's ports.
+func (a *Agent) Ports() AgentPorts { return a.cfg.Ports }
+
+// DataDir returns -data-dir ("" for a dev agent).
+func (a *Agent) DataDir() string { return a.cfg.DataDir }
+
+// HTTPAddr returns "127.0.0.1:<http-port>", the form consul/api's
+// Config.Address takes.
+func (a *Agent) HTTPAddr() string { return hostPort(a.cfg.Ports.HTTP) }
+
+// HTTPURL returns "http://127.0.0.1:<http-port>".
+func (a *Agent) HTTPURL() string { return "http://" + a.HTTPAddr() }
+
+// GRPCAddr returns "127.0.0.1:<grpc-port>" (xDS).
+func (a *Agent) GRPCAddr() string { return hostPort(a.cfg.Ports.GRPC) }
+
+// ServerAddr returns "127.0.0.1:<server-port>", the address a server reports
+// in /v1/status/leader and /v1/status/peers.
+func (a *Agent) ServerAddr() string { return hostPort(a.cfg.Ports.Server) }
+
+// SerfLANAddr returns "127.0.0.1:<serf-lan-port>", what -retry-join takes.
+func (a *Agent) SerfLANAddr() string { return hostPort(a.cfg.Ports.SerfLAN) }
+
+func hostPort(p int) string { return net.JoinHostPort(Loopback, strconv.Itoa(p)) }

@@ -1,0 +1,243 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/trellis-mesh/trellis/structs"
+)
+
+func TestClusterReplicatesAndForwards(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-server cluster")
+	}
+	servers := startTestCluster(t, 3, true)
+
+	for _, ts := range servers {
+		var peers []string
+		rpc(t, ts.srv, structs.MethodStatusPeers, &structs.DCSpecificRequest{}, &peers)
+		if len(peers) != 3 {
+			t.Fatalf("%s peers = %v", ts.name, peers)
+		}
+	}
+	// Writes to every server, followers forward to the leader.
+	for i := range 30 {
+		kvPut(t, servers[i%3].srv, fmt.Sprintf("k/%d", i), fmt.Sprint(i))
+	}
+	for _, ts := range servers {
+		for i := range 30 {
+			e := kvGet(t, ts.srv, fmt.Sprintf("k/%d", i), false)
+			if e == nil || string(e.Value) != fmt.Sprint(i) {
+				t.Fatalf("%s k/%d = %+v", ts.name, i, e)
+			}
+		}
+	}
+	// Consistent reads work on followers too (forwarded, leadership verified).
+	var out structs.IndexedDirEntries
+	rpc(t, servers[1].srv, structs.MethodKVSGet, &structs.KeyRequest{Key: "k/1", QueryOptions: structs.QueryOptions{RequireConsistent: true}}, &out)
+	if len(out.Entries) != 1 || !out.KnownLeader {
+		t.Fatalf("consistent read = %+v", out)
+	}
+	// Every server's node is in the catalog with a passing serfHealth and the
+	// consul service, registered by the leader from Serf.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var hs structs.IndexedCheckServiceNodes
+		rpc(t, servers[2].srv, structs.MethodHealthServiceNodes, &structs.ServiceSpecificRequest{ServiceName: "consul", PassingOnly: true}, &hs)
+		if len(hs.Nodes) == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("consul service instances passing = %d, want 3", len(hs.Nodes))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestLeaderFailoverAndRestart(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-server cluster")
+	}
+	servers := startTestCluster(t, 3, true)
+	for i := range 20 {
+		kvPut(t, servers[i%3].srv, fmt.Sprintf("before/%d", i), "x")
+	}
+	leader := waitForLeader(t, servers, 5*time.Second)
+	leader.stop(t)
+
+	start := time.Now()
+	var rest []*testServer
+	for _, ts := range servers {
+		if ts != leader {
+			rest = append(rest, ts)
+		}
+	}
+	newLeader := waitForLeader(t, rest, 10*time.Second)
+	t.Logf("new leader %s after %s", newLeader.name, time.Since(start))
+	for _, ts := range rest {
+		for i := range 20 {
+			if e := kvGet(t, ts.srv, fmt.Sprintf("before/%d", i), false); e == nil {
+				t.Fatalf("%s lost before/%d", ts.name, i)
+			}
+		}
+	}
+	kvPut(t, rest[0].srv, "after", "y")
+
+	// The old leader restarts from its data dir and catches up.
+	startTestServer(t, leader, 3, false, []string{fmt.Sprintf("127.0.0.1:%d", rest[0].serfPort)})
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		if e := kvGet(t, leader.srv, "after", true); e != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("restarted server did not catch up")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if e := kvGet(t, leader.srv, "before/7", true); e == nil {
+		t.Fatal("restarted server lost its data")
+	}
+}
+
+func TestBlockingQueries(t *testing.T) {
+	s := startTestCluster(t, 1, false)[0].srv
+	kvPut(t, s, "watched", "1")
+	first := kvGet(t, s, "watched", false)
+
+	// A blocking read with the current index waits for the next write.
+	type result struct {
+		out structs.IndexedDirEntries
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		var r result
+		r.err = s.RPC(context.Background(), structs.MethodKVSGet, &structs.KeyRequest{Key: "watched",
+			QueryOptions: structs.QueryOptions{MinQueryIndex: first.ModifyIndex, MaxQueryTime: 10 * time.Second}}, &r.out)
+		done <- r
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("returned before any write: %+v %v", r.out, r.err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	// A write to another key does not wake it...
+	kvPut(t, s, "other", "x")
+	select {
+	case r := <-done:
+		t.Fatalf("woke on an unrelated write: %+v", r.out)
+	case <-time.After(300 * time.Millisecond):
+	}
+	// ...a write to the key does.
+	kvPut(t, s, "watched", "2")
+	select {
+	case r := <-done:
+		if r.err != nil || len(r.out.Entries) != 1 || string(r.out.Entries[0].Value) != "2" || r.out.Index <= first.ModifyIndex {
+			t.Fatalf("woke with %+v %v", r.out, r.err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("blocking query did not wake on the write")
+	}
+
+	// The wait elapses with the same index when nothing changes.
+	start := time.Now()
+	var out structs.IndexedNodes
+	rpc(t, s, structs.MethodCatalogListNodes, &structs.DCSpecificRequest{}, &out)
+	idx := out.Index
+	rpc(t, s, structs.MethodCatalogListNodes, &structs.DCSpecificRequest{QueryOptions: structs.QueryOptions{MinQueryIndex: idx, MaxQueryTime: 200 * time.Millisecond}}, &out)
+	if out.Index != idx || time.Since(start) < 200*time.Millisecond {
+		t.Fatalf("timed-out query: index %d (want %d) after %s", out.Index, idx, time.Since(start))
+	}
+	// A missing key still reports a non-zero index.
+	var missing structs.IndexedDirEntries
+	rpc(t, s, structs.MethodKVSGet, &structs.KeyRequest{Key: "nope"}, &missing)
+	if missing.Index == 0 || len(missing.Entries) != 0 {
+		t.Fatalf("missing key: %+v", missing)
+	}
+}
+
+func TestSessionTTLAndLockDelay(t *testing.T) {
+	s := startTestCluster(t, 1, false)[0].srv
+	// The server's own node is registered by the leader from Serf.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var chk structs.IndexedHealthChecks
+		rpc(t, s, structs.MethodHealthNodeChecks, &structs.NodeSpecificRequest{Node: "s1"}, &chk)
+		if len(chk.HealthChecks) > 0 && chk.HealthChecks[0].Status == structs.HealthPassing {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("own node not registered with a passing serfHealth")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	var bad string
+	err := s.RPC(context.Background(), structs.MethodSessionApply, &structs.SessionRequest{Op: structs.SessionCreate,
+		Session: structs.Session{Node: "s1", TTL: "100ms", NodeChecks: []string{structs.SerfCheckID}}}, &bad)
+	if err == nil || err.Error()[:19] != "Invalid Session TTL" {
+		t.Fatalf("short TTL: %v", err)
+	}
+
+	var id string
+	rpc(t, s, structs.MethodSessionApply, &structs.SessionRequest{Op: structs.SessionCreate,
+		Session: structs.Session{Node: "s1", TTL: "1s", LockDelay: 700 * time.Millisecond, NodeChecks: []string{structs.SerfCheckID}}}, &id)
+	var ok bool
+	rpc(t, s, structs.MethodKVSApply, &structs.KVSRequest{Op: structs.KVLock, DirEnt: structs.DirEntry{Key: "lock", Session: id}}, &ok)
+	if !ok {
+		t.Fatal("acquire failed")
+	}
+	// Renewals keep it alive past its TTL...
+	for range 4 {
+		time.Sleep(500 * time.Millisecond)
+		var r structs.IndexedSessions
+		rpc(t, s, structs.MethodSessionRenew, &structs.SessionSpecificRequest{SessionID: id}, &r)
+		if len(r.Sessions) != 1 {
+			t.Fatal("session vanished while renewed")
+		}
+	}
+	// ...and without them it expires (TTL x 2) and releases the lock.
+	expired := time.Now()
+	for {
+		var r structs.IndexedSessions
+		rpc(t, s, structs.MethodSessionGet, &structs.SessionSpecificRequest{SessionID: id}, &r)
+		if len(r.Sessions) == 0 {
+			break
+		}
+		if time.Since(expired) > 5*time.Second {
+			t.Fatal("session did not expire")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if e := kvGet(t, s, "lock", false); e == nil || e.Session != "" {
+		t.Fatalf("lock after expiry = %+v", e)
+	}
+	// The lock delay holds off a new holder for a moment.
+	var id2 string
+	rpc(t, s, structs.MethodSessionApply, &structs.SessionRequest{Op: structs.SessionCreate,
+		Session: structs.Session{Node: "s1", NodeChecks: []string{structs.SerfCheckID}}}, &id2)
+	rpc(t, s, structs.MethodKVSApply, &structs.KVSRequest{Op: structs.KVLock, DirEnt: structs.DirEntry{Key: "lock", Session: id2}}, &ok)
+	if ok {
+		t.Fatal("acquired within the lock delay")
+	}
+	time.Sleep(800 * time.Millisecond)
+	rpc(t, s, structs.MethodKVSApply, &structs.KVSRequest{Op: structs.KVLock, DirEnt: structs.DirEntry{Key: "lock", Session: id2}}, &ok)
+	if !ok {
+		t.Fatal("could not acquire after the lock delay")
+	}
+}
+
+func TestUnknownDatacenterAndFilter(t *testing.T) {
+	s := startTestCluster(t, 1, false)[0].srv
+	var out structs.IndexedNodes
+	err := s.RPC(context.Background(), structs.MethodCatalogListNodes, &structs.DCSpecificRequest{QueryOptions: structs.QueryOptions{Datacenter: "dc9"}}, &out)
+	if err != structs.ErrNoDCPath {
+		t.Fatalf("unknown dc: %v", err)
+	}
+	err = s.RPC(context.Background(), "Nope.Nothing", &structs.DCSpecificRequest{}, &out)
+	if err == nil {
+		t.Fatal("unknown method accepted")
+	}
+}

@@ -1,0 +1,117 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/trellis-mesh/trellis/state"
+	"github.com/trellis-mesh/trellis/structs"
+)
+
+// ErrMissingKey is Consul's text for a KV write without a key.
+var ErrMissingKey = errors.New("Must provide key")
+
+func (s *Server) kvsApply(_ context.Context, args *structs.KVSRequest, reply *bool) error {
+	if !args.Op.IsWrite() {
+		return fmt.Errorf("Invalid KVS operation %q", args.Op)
+	}
+	if args.DirEnt.Key == "" && args.Op != structs.KVDeleteTree {
+		return ErrMissingKey
+	}
+	// A key whose lock holder was invalidated cannot be re-acquired until
+	// the lock delay passes. The delay lives only on the leader, like
+	// Consul's: it is advisory timing, not replicated state.
+	if args.Op == structs.KVLock {
+		if until := s.fsm.State().KVSLockDelay(args.DirEnt.Key); time.Now().Before(until) {
+			*reply = false
+			return nil
+		}
+	}
+	resp, err := s.raftApply(structs.KVSRequestType, args)
+	if err != nil {
+		return err
+	}
+	ok, isBool := resp.(bool)
+	*reply = isBool && ok
+	return nil
+}
+
+func (s *Server) kvsGet(ctx context.Context, args *structs.KeyRequest, reply *structs.IndexedDirEntries) error {
+	return s.blockingQuery(ctx, &args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, st *state.Store) error {
+		idx, ent, err := st.KVSGet(ws, args.Key)
+		if err != nil {
+			return err
+		}
+		if ent == nil {
+			reply.Index, reply.Entries = idx, nil
+			return nil
+		}
+		reply.Index, reply.Entries = ent.ModifyIndex, structs.DirEntries{ent}
+		return nil
+	})
+}
+
+func (s *Server) kvsList(ctx context.Context, args *structs.KeyListRequest, reply *structs.IndexedDirEntries) error {
+	return s.blockingQuery(ctx, &args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, st *state.Store) error {
+		idx, ents, err := st.KVSList(ws, args.Prefix)
+		reply.Index, reply.Entries = idx, ents
+		return err
+	})
+}
+
+func (s *Server) kvsListKeys(ctx context.Context, args *structs.KeyListRequest, reply *structs.IndexedKeyList) error {
+	return s.blockingQuery(ctx, &args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, st *state.Store) error {
+		idx, keys, err := st.KVSListKeys(ws, args.Prefix, args.Seperator)
+		reply.Index, reply.Keys = idx, keys
+		return err
+	})
+}
+
+// maxTxnOps is Consul's limit on operations in one transaction.
+const maxTxnOps = 128
+
+func validateTxn(ops structs.TxnOps) error {
+	if len(ops) > maxTxnOps {
+		return fmt.Errorf("Transaction contains too many operations (%d > %d)", len(ops), maxTxnOps)
+	}
+	for i, op := range ops {
+		if op == nil || op.KV == nil {
+			return fmt.Errorf("operation %d: no operation given", i)
+		}
+	}
+	return nil
+}
+
+func (s *Server) txnApply(_ context.Context, args *structs.TxnRequest, reply *structs.TxnResponse) error {
+	if err := validateTxn(args.Ops); err != nil {
+		return err
+	}
+	resp, err := s.raftApply(structs.TxnRequestType, args)
+	if err != nil {
+		return err
+	}
+	if r, ok := resp.(*structs.TxnResponse); ok {
+		reply.Results, reply.Errors = r.Results, r.Errors
+	}
+	return nil
+}
+
+func (s *Server) txnRead(ctx context.Context, args *structs.TxnReadRequest, reply *structs.TxnResponse) error {
+	if err := validateTxn(args.Ops); err != nil {
+		return err
+	}
+	for i, op := range args.Ops {
+		if op.KV.Verb.IsWrite() {
+			return fmt.Errorf("operation %d: %q is a write; use a read-write transaction", i, op.KV.Verb)
+		}
+	}
+	return s.blockingQuery(ctx, &args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, st *state.Store) error {
+		idx, results, errs := st.TxnRO(ws, args.Ops)
+		reply.Index, reply.Results, reply.Errors = idx, results, errs
+		return nil
+	})
+}

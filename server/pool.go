@@ -1,0 +1,105 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/trellis-mesh/trellis/structs"
+)
+
+// transportError is a call that failed before a server answered it (the
+// connection could not be made or broke): safe to retry elsewhere for reads,
+// and for writes only where the caller knows the write did not happen.
+type transportError struct{ err error }
+
+func (e *transportError) Error() string { return "rpc transport: " + e.err.Error() }
+func (e *transportError) Unwrap() error { return e.err }
+
+// connPool keeps one gRPC connection per server address.
+type connPool struct {
+	codec *structs.Codec
+
+	mu sync.Mutex
+	// conns is guarded by mu.
+	conns map[string]*grpc.ClientConn
+}
+
+// NewConnPool is the client side of the internal RPC API, for client agents
+// and for servers forwarding to the leader.
+func NewConnPool() *ConnPool { return &ConnPool{p: newConnPool()} }
+
+// ConnPool exposes the pool to client agents.
+type ConnPool struct{ p *connPool }
+
+// Call invokes method on the server at addr.
+func (c *ConnPool) Call(ctx context.Context, addr, method string, args, reply any) error {
+	return c.p.Call(ctx, addr, method, args, reply)
+}
+
+// Close closes every connection.
+func (c *ConnPool) Close() { c.p.Close() }
+
+func newConnPool() *connPool {
+	return &connPool{codec: structs.NewCodec(), conns: make(map[string]*grpc.ClientConn)}
+}
+
+func (p *connPool) conn(addr string) (*grpc.ClientConn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if c, ok := p.conns[addr]; ok {
+		return c, nil
+	}
+	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return nil, err
+	}
+	p.conns[addr] = c
+	return c, nil
+}
+
+// Call encodes args, invokes method on addr and decodes the reply. Errors
+// the remote server returned come back as structs sentinels where they
+// match one; failures to reach it are *transportError.
+func (p *connPool) Call(ctx context.Context, addr, method string, args, reply any) error {
+	body, err := p.codec.Marshal(args)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", method, err)
+	}
+	c, err := p.conn(addr)
+	if err != nil {
+		return &transportError{err: err}
+	}
+	var out wrapperspb.BytesValue
+	if err := c.Invoke(ctx, "/"+rpcService+"/"+method, wrapperspb.Bytes(body), &out); err != nil {
+		st, ok := status.FromError(err)
+		if !ok {
+			return &transportError{err: err}
+		}
+		switch st.Code() {
+		case codes.Unknown:
+			return structs.ErrorFromString(st.Message())
+		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
+			return &transportError{err: err}
+		default:
+			return fmt.Errorf("rpc %s: %s", method, st.Message())
+		}
+	}
+	return p.codec.Unmarshal(out.GetValue(), reply)
+}
+
+// Close closes every connection.
+func (p *connPool) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for addr, c := range p.conns {
+		_ = c.Close()
+		delete(p.conns, addr)
+	}
+}

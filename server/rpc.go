@@ -1,0 +1,158 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/trellis-mesh/trellis/structs"
+)
+
+// rpcService is the gRPC service name of the internal API. Each
+// structs.Method* name is a gRPC method of it, carrying the msgpack
+// encoding of the arguments and reply as a BytesValue.
+const rpcService = "trellis.internal.RPC"
+
+// rpcHoldTimeout is how long a call waits for a leader to appear (during an
+// election) before it fails with ErrNoLeader, as Consul's rpc_hold_timeout.
+const rpcHoldTimeout = 7 * time.Second
+
+// endpoint is one RPC method: how to make its argument and reply values,
+// whether it writes, and the handler that runs on the server that serves it.
+type endpoint struct {
+	write    bool
+	newArgs  func() any
+	newReply func() any
+	fn       func(ctx context.Context, args, reply any) error
+}
+
+// handle registers a typed handler under name.
+func handle[A, R any](table map[string]endpoint, name string, write bool, fn func(context.Context, *A, *R) error) {
+	table[name] = endpoint{
+		write:    write,
+		newArgs:  func() any { return new(A) },
+		newReply: func() any { return new(R) },
+		fn: func(ctx context.Context, a, r any) error {
+			return fn(ctx, a.(*A), r.(*R))
+		},
+	}
+}
+
+type queryOpts interface{ QueryOpts() *structs.QueryOptions }
+type writeOpts interface{ WriteOpts() *structs.WriteRequest }
+
+// RPC serves one internal API call: locally when this server may answer it,
+// otherwise by forwarding it to the leader. args and reply are the types
+// structs/endpoints.go lists for method.
+func (s *Server) RPC(ctx context.Context, method string, args, reply any) error {
+	ep, ok := s.endpoints[method]
+	if !ok {
+		return fmt.Errorf("%w: %s", structs.ErrUnknownMethod, method)
+	}
+	var dc string
+	local := false
+	switch a := args.(type) {
+	case queryOpts:
+		q := a.QueryOpts()
+		dc = q.Datacenter
+		local = q.AllowStale
+		if q.Filter != "" {
+			return structs.ErrFilterNotSupported
+		}
+	case writeOpts:
+		dc = a.WriteOpts().Datacenter
+	}
+	if dc != "" && dc != s.cfg.Datacenter {
+		return structs.ErrNoDCPath
+	}
+	if local || method == structs.MethodStatusLeader || method == structs.MethodStatusPeers || method == structs.MethodOperatorRaftConfig {
+		return ep.fn(ctx, args, reply)
+	}
+	return s.onLeader(ctx, method, args, reply, ep)
+}
+
+// onLeader runs the call here if this server leads, otherwise forwards it,
+// waiting up to rpcHoldTimeout for a leader to exist.
+func (s *Server) onLeader(ctx context.Context, method string, args, reply any, ep endpoint) error {
+	hold := time.NewTimer(rpcHoldTimeout)
+	defer hold.Stop()
+	backoff := 25 * time.Millisecond
+	for {
+		if s.IsLeader() {
+			if q, ok := args.(queryOpts); ok && q.QueryOpts().RequireConsistent {
+				if err := s.raft.VerifyLeader().Error(); err != nil {
+					return fmt.Errorf("%w: %v", structs.ErrNoLeader, err)
+				}
+			}
+			return ep.fn(ctx, args, reply)
+		}
+		leader := s.LeaderAddr()
+		if leader != "" && leader != s.cfg.Advertise.String() {
+			err := s.pool.Call(ctx, leader, method, args, reply)
+			// A leader that just stepped down answers ErrNoLeader; an
+			// unreachable one looks like a transport error. Both are worth
+			// another try within the hold time.
+			if err == nil || !retryable(err) {
+				return err
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-s.ctx.Done():
+			return ErrShutdown
+		case <-hold.C:
+			return structs.ErrNoLeader
+		case <-time.After(backoff):
+		}
+		if backoff < 500*time.Millisecond {
+			backoff *= 2
+		}
+	}
+}
+
+func retryable(err error) bool {
+	if errors.Is(err, structs.ErrNoLeader) || errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+		return true
+	}
+	var te *transportError
+	return errors.As(err, &te)
+}
+
+// handleGRPC serves every internal method that arrives over gRPC.
+func (s *Server) handleGRPC(_ any, stream grpc.ServerStream) error {
+	full, ok := grpc.MethodFromServerStream(stream)
+	if !ok {
+		return status.Error(codes.Internal, "no method")
+	}
+	method := strings.TrimPrefix(full, "/"+rpcService+"/")
+	ep, ok := s.endpoints[method]
+	if !ok {
+		return status.Errorf(codes.Unimplemented, "%s: %s", structs.ErrUnknownMethod, method)
+	}
+	var in wrapperspb.BytesValue
+	if err := stream.RecvMsg(&in); err != nil {
+		return err
+	}
+	args := ep.newArgs()
+	if err := s.codec.Unmarshal(in.GetValue(), args); err != nil {
+		return status.Errorf(codes.InvalidArgument, "decode %s arguments: %v", method, err)
+	}
+	reply := ep.newReply()
+	if err := s.RPC(stream.Context(), method, args, reply); err != nil {
+		return status.Error(codes.Unknown, err.Error())
+	}
+	out, err := s.codec.Marshal(reply)
+	if err != nil {
+		return status.Errorf(codes.Internal, "encode %s reply: %v", method, err)
+	}
+	return stream.SendMsg(wrapperspb.Bytes(out))
+}

@@ -1,0 +1,223 @@
+// Package server is a Trellis server: a Raft voter holding the replicated
+// state store, answering the internal RPC API (locally and over gRPC on the
+// server port), forwarding what only the leader may do, and running the
+// leader's duties (reconciling Serf members into the catalog, managing Raft
+// peers, expiring sessions, reaping KV tombstones).
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"github.com/hashicorp/serf/serf"
+	"google.golang.org/grpc"
+
+	"github.com/trellis-mesh/trellis/fsm"
+	"github.com/trellis-mesh/trellis/structs"
+)
+
+// ErrShutdown is returned by calls made after Shutdown.
+var ErrShutdown = errors.New("server: shut down")
+
+// Membership is the agent's Serf LAN view, which the server reads to
+// bootstrap, to find peers and to reconcile the catalog.
+type Membership interface {
+	Members() []serf.Member
+}
+
+// Config holds everything a server needs. Zero durations take defaults.
+type Config struct {
+	Logger     *slog.Logger
+	NodeName   string
+	NodeID     string
+	Datacenter string
+	// DataDir holds raft/raft.db and raft/snapshots; ignored when InMemory.
+	DataDir  string
+	InMemory bool
+	// Listener is the bound server port; the server owns it from here on.
+	Listener net.Listener
+	// Advertise is the address other servers reach this one at.
+	Advertise *net.TCPAddr
+	// Bootstrap makes this server a cluster of one at first start (-dev,
+	// -bootstrap). BootstrapExpect waits for that many servers instead.
+	Bootstrap       bool
+	BootstrapExpect int
+	// RaftMultiplier scales Raft's timeouts (Consul's
+	// performance.raft_multiplier): 1 is fastest failover.
+	RaftMultiplier    int
+	SessionTTLMin     time.Duration
+	TombstoneTTL      time.Duration
+	ReconcileInterval time.Duration
+	// Membership may be nil for a server that gossips with no one.
+	Membership Membership
+}
+
+func (c *Config) setDefaults() {
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.RaftMultiplier <= 0 {
+		c.RaftMultiplier = 1
+	}
+	if c.SessionTTLMin <= 0 {
+		c.SessionTTLMin = 10 * time.Second
+	}
+	if c.TombstoneTTL <= 0 {
+		c.TombstoneTTL = 15 * time.Minute
+	}
+	if c.ReconcileInterval <= 0 {
+		c.ReconcileInterval = 60 * time.Second
+	}
+	if c.Datacenter == "" {
+		c.Datacenter = "dc1"
+	}
+}
+
+// Server is one running Trellis server.
+type Server struct {
+	cfg    Config
+	logger *slog.Logger
+	codec  *structs.Codec
+
+	fsm       *fsm.FSM
+	raft      *raft.Raft
+	raftStore *raftStores
+	transport *raft.NetworkTransport
+	mux       *portMux
+	grpc      *grpc.Server
+	pool      *connPool
+	endpoints map[string]endpoint
+
+	sessionTimers *sessionTimers
+	// leaderNotify is Raft's NotifyCh: true on gaining leadership, false on
+	// losing it.
+	leaderNotify chan bool
+	// reconcileCh carries member changes to the leader loop.
+	reconcileCh chan serf.Member
+	// bootstrapped is set once this server has (or joined) a Raft
+	// configuration, after which bootstrap-expect does nothing more.
+	bootstrapped atomic.Bool
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	once   sync.Once
+}
+
+// New starts a server: Raft, the server port (Raft + gRPC), and the
+// leadership monitor. It does not join anyone: gossip is the agent's job.
+func New(cfg Config) (*Server, error) {
+	cfg.setDefaults()
+	if cfg.Listener == nil || cfg.Advertise == nil {
+		return nil, errors.New("server: Listener and Advertise are required")
+	}
+	if cfg.NodeID == "" || cfg.NodeName == "" {
+		return nil, errors.New("server: NodeID and NodeName are required")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &Server{
+		cfg:         cfg,
+		logger:      cfg.Logger,
+		codec:       structs.NewCodec(),
+		reconcileCh: make(chan serf.Member, 256),
+		// Raft blocks on this channel: buffer it so a burst of leadership
+		// flips never stalls Raft while the monitor catches up.
+		leaderNotify: make(chan bool, 16),
+		ctx:          ctx,
+		cancel:       cancel,
+	}
+	s.fsm = fsm.New(fsm.Config{Logger: cfg.Logger.With("component", "fsm"), Codec: s.codec})
+	s.endpoints = s.endpointTable()
+	s.sessionTimers = newSessionTimers()
+	s.pool = newConnPool()
+
+	s.mux = newPortMux(cfg.Listener, cfg.Logger)
+	if err := s.setupRaft(); err != nil {
+		_ = s.mux.Close()
+		cancel()
+		return nil, err
+	}
+	s.grpc = grpc.NewServer(grpc.UnknownServiceHandler(s.handleGRPC))
+	s.wg.Add(2)
+	go func() {
+		defer s.wg.Done()
+		_ = s.grpc.Serve(s.mux.grpc)
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.monitorLeadership()
+	}()
+	return s, nil
+}
+
+// Shutdown stops the server and waits for every goroutine it started. It
+// does not leave the cluster (see Leave).
+func (s *Server) Shutdown() error {
+	var err error
+	s.once.Do(func() {
+		s.cancel()
+		s.grpc.Stop()
+		if f := s.raft.Shutdown(); f.Error() != nil {
+			err = fmt.Errorf("raft shutdown: %w", f.Error())
+		}
+		_ = s.transport.Close()
+		_ = s.mux.Close()
+		s.wg.Wait()
+		s.sessionTimers.stopAll()
+		s.pool.Close()
+		if s.raftStore != nil {
+			if cerr := s.raftStore.Close(); cerr != nil && err == nil {
+				err = cerr
+			}
+		}
+	})
+	return err
+}
+
+// Leave removes this server from the Raft configuration (when the cluster
+// has other servers) so that quorum shrinks safely, before the agent leaves
+// Serf. A follower asks the leader, which removes it when it sees the Serf
+// leave; here we only handle the leader's own removal.
+func (s *Server) Leave() error {
+	if !s.IsLeader() {
+		return nil
+	}
+	cfgFuture := s.raft.GetConfiguration()
+	if err := cfgFuture.Error(); err != nil {
+		return err
+	}
+	if len(cfgFuture.Configuration().Servers) <= 1 {
+		return nil
+	}
+	return s.raft.RemoveServer(raft.ServerID(s.cfg.NodeID), 0, 0).Error()
+}
+
+// IsLeader reports whether this server is the Raft leader now.
+func (s *Server) IsLeader() bool { return s.raft.State() == raft.Leader }
+
+// LeaderAddr is the leader's server address, or "" when none is known.
+func (s *Server) LeaderAddr() string {
+	addr, _ := s.raft.LeaderWithID()
+	return string(addr)
+}
+
+// MemberEvent hands a Serf membership event to the server: it may complete
+// bootstrap-expect and, on the leader, updates the catalog and Raft peers.
+func (s *Server) MemberEvent(ev serf.MemberEvent) {
+	s.maybeBootstrap()
+	for _, m := range ev.Members {
+		select {
+		case s.reconcileCh <- m:
+		default:
+			// The periodic full reconcile repairs whatever a full channel drops.
+			s.logger.Debug("reconcile queue full, member deferred to the next full reconcile", "member", m.Name)
+		}
+	}
+}

@@ -1,0 +1,203 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/serf/serf"
+
+	"github.com/trellis-mesh/trellis/gossip"
+	"github.com/trellis-mesh/trellis/integration/harness"
+	"github.com/trellis-mesh/trellis/structs"
+)
+
+// testServer is one in-process server with its own gossip, as an agent
+// would wire them.
+type testServer struct {
+	name     string
+	id       string
+	srv      *Server
+	gossip   *gossip.Gossip
+	serfPort int
+	rpcPort  int
+	dataDir  string
+}
+
+func (ts *testServer) stop(t testing.TB) {
+	t.Helper()
+	if ts.srv != nil {
+		if err := ts.srv.Shutdown(); err != nil {
+			t.Logf("shutdown %s: %v", ts.name, err)
+		}
+		ts.srv = nil
+	}
+	if ts.gossip != nil {
+		_ = ts.gossip.Shutdown()
+		ts.gossip = nil
+	}
+}
+
+func testLogger(t testing.TB, name string) *slog.Logger {
+	if os.Getenv("TRELLIS_TEST_LOG") == "" {
+		return slog.New(slog.DiscardHandler)
+	}
+	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug})).With("node", name)
+}
+
+// startTestServer starts (or restarts, when ts already has ports and a data
+// dir) a server and its gossip, joining join.
+func startTestServer(t testing.TB, ts *testServer, expect int, bootstrap bool, join []string) {
+	t.Helper()
+	ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(ts.rpcPort)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var holder gossip.Holder
+	srv, err := New(Config{
+		Logger:          testLogger(t, ts.name),
+		NodeName:        ts.name,
+		NodeID:          ts.id,
+		Datacenter:      "dc1",
+		DataDir:         ts.dataDir,
+		InMemory:        ts.dataDir == "",
+		Listener:        ln,
+		Advertise:       ln.Addr().(*net.TCPAddr),
+		Bootstrap:       bootstrap,
+		BootstrapExpect: expect,
+		RaftMultiplier:  1,
+		SessionTTLMin:   time.Second,
+		Membership:      &holder,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g, err := gossip.New(gossip.Config{
+		Logger:        testLogger(t, ts.name),
+		NodeName:      ts.name,
+		BindAddr:      "127.0.0.1",
+		BindPort:      ts.serfPort,
+		AdvertiseAddr: "127.0.0.1",
+		AdvertisePort: ts.serfPort,
+		Tags:          gossip.ServerTags("dc1", ts.id, ts.rpcPort, expect, bootstrap, "test"),
+		OnEvent: func(ev serf.Event) {
+			if me, ok := ev.(serf.MemberEvent); ok {
+				srv.MemberEvent(me)
+			}
+		},
+	})
+	if err != nil {
+		_ = srv.Shutdown()
+		t.Fatal(err)
+	}
+	holder.Set(g)
+	ts.srv, ts.gossip = srv, g
+	if len(join) > 0 {
+		if _, err := g.Join(join, 0); err != nil {
+			t.Fatalf("%s join: %v", ts.name, err)
+		}
+	}
+}
+
+// startTestCluster starts n servers with bootstrap-expect n (or one
+// -bootstrap server when n == 1) and waits for a leader.
+func startTestCluster(t testing.TB, n int, onDisk bool) []*testServer {
+	t.Helper()
+	ports, err := harness.NewPortAllocator(harness.PortAllocatorConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var servers []*testServer
+	var firstSerf string
+	for i := range n {
+		ts := &testServer{name: fmt.Sprintf("s%d", i+1), id: fmt.Sprintf("00000000-0000-0000-0000-%012d", i+1)}
+		if ts.rpcPort, err = ports.Port(); err != nil {
+			t.Fatal(err)
+		}
+		if ts.serfPort, err = ports.Port(); err != nil {
+			t.Fatal(err)
+		}
+		if onDisk {
+			ts.dataDir = t.TempDir()
+		}
+		var join []string
+		if i > 0 {
+			join = []string{firstSerf}
+		} else {
+			firstSerf = net.JoinHostPort("127.0.0.1", strconv.Itoa(ts.serfPort))
+		}
+		expect := n
+		if n == 1 {
+			expect = 0
+		}
+		startTestServer(t, ts, expect, n == 1, join)
+		servers = append(servers, ts)
+		t.Cleanup(func() { ts.stop(t) })
+	}
+	waitForLeader(t, servers, 15*time.Second)
+	return servers
+}
+
+func waitForLeader(t testing.TB, servers []*testServer, timeout time.Duration) *testServer {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		var leader *testServer
+		agreed := true
+		for _, ts := range servers {
+			if ts.srv == nil {
+				continue
+			}
+			if ts.srv.IsLeader() {
+				leader = ts
+			}
+		}
+		if leader != nil {
+			want := leader.srv.LeaderAddr()
+			for _, ts := range servers {
+				if ts.srv != nil && ts.srv.LeaderAddr() != want {
+					agreed = false
+				}
+			}
+			if agreed {
+				return leader
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("no leader within %s", timeout)
+	return nil
+}
+
+func rpc(t testing.TB, s *Server, method string, args, reply any) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	defer cancel()
+	if err := s.RPC(ctx, method, args, reply); err != nil {
+		t.Fatalf("%s: %v", method, err)
+	}
+}
+
+func kvPut(t testing.TB, s *Server, key, value string) {
+	t.Helper()
+	var ok bool
+	rpc(t, s, structs.MethodKVSApply, &structs.KVSRequest{Op: structs.KVSet, DirEnt: structs.DirEntry{Key: key, Value: []byte(value)}}, &ok)
+	if !ok {
+		t.Fatalf("put %s: false", key)
+	}
+}
+
+func kvGet(t testing.TB, s *Server, key string, stale bool) *structs.DirEntry {
+	t.Helper()
+	var out structs.IndexedDirEntries
+	rpc(t, s, structs.MethodKVSGet, &structs.KeyRequest{Key: key, QueryOptions: structs.QueryOptions{AllowStale: stale}}, &out)
+	if len(out.Entries) == 0 {
+		return nil
+	}
+	return out.Entries[0]
+}

@@ -1,0 +1,64 @@
+package structs
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"reflect"
+
+	"github.com/hashicorp/go-msgpack/v2/codec"
+)
+
+// Codec is the compact binary (msgpack) encoding of Raft commands, snapshot
+// records and internal RPC payloads. It is safe for concurrent use; create
+// one per component and keep it, since it caches type information.
+type Codec struct {
+	h *codec.MsgpackHandle
+}
+
+// NewCodec returns a codec whose maps decode as map[string]interface{} (so
+// opaque proxy config survives a round trip as JSON would give it) and whose
+// strings stay strings.
+func NewCodec() *Codec {
+	h := &codec.MsgpackHandle{WriteExt: true}
+	h.RawToString = true
+	h.MapType = reflect.TypeOf(map[string]interface{}(nil))
+	return &Codec{h: h}
+}
+
+// Marshal encodes v.
+func (c *Codec) Marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	if err := codec.NewEncoder(&buf, c.h).Encode(v); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// Unmarshal decodes b into the pointer v.
+func (c *Codec) Unmarshal(b []byte, v any) (err error) {
+	defer func() {
+		// The decoder can panic on some malformed inputs; a corrupt payload
+		// must be an error, never a crash.
+		if r := recover(); r != nil {
+			err = fmt.Errorf("decode: %v", r)
+		}
+	}()
+	return codec.NewDecoderBytes(b, c.h).Decode(v)
+}
+
+// EncodeCommand frames a Raft command: its type byte, then the body.
+func (c *Codec) EncodeCommand(t MessageType, msg any) ([]byte, error) {
+	var buf bytes.Buffer
+	buf.WriteByte(byte(t))
+	if err := codec.NewEncoder(&buf, c.h).Encode(msg); err != nil {
+		return nil, fmt.Errorf("encode %s: %w", t, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// NewStreamEncoder writes a sequence of values to w (snapshot records).
+func (c *Codec) NewStreamEncoder(w io.Writer) *codec.Encoder { return codec.NewEncoder(w, c.h) }
+
+// NewStreamDecoder reads a sequence of values written by NewStreamEncoder.
+func (c *Codec) NewStreamDecoder(r io.Reader) *codec.Decoder { return codec.NewDecoder(r, c.h) }

@@ -1,0 +1,64 @@
+package structs
+
+// RaftIndex is the Raft log position at which a record was created and last
+// modified. Blocking queries compare ModifyIndex against the index a client
+// already has.
+type RaftIndex struct {
+	CreateIndex uint64
+	ModifyIndex uint64
+}
+
+// MessageType is the first byte of every Raft log entry: it names the command
+// the FSM applies. Numbers are fixed forever: a removed command's number is
+// never reused, so a log written by any version replays identically.
+type MessageType uint8
+
+// The command table. Append only.
+const (
+	RegisterRequestType   MessageType = 0
+	DeregisterRequestType MessageType = 1
+	KVSRequestType        MessageType = 2
+	SessionRequestType    MessageType = 3
+	TxnRequestType        MessageType = 4
+	// TombstoneRequestType reaps KV tombstones up to an index.
+	TombstoneRequestType MessageType = 5
+	// ConfigEntryRequestType upserts or deletes a config entry (also how
+	// intentions are stored: service-intentions entries).
+	ConfigEntryRequestType MessageType = 6
+	// ConnectCARequestType sets the CA configuration and roots (bootstrap
+	// and rotation).
+	ConnectCARequestType MessageType = 7
+	// ConnectCALeafRequestType reserves leaf certificate serial numbers from
+	// the replicated counter.
+	ConnectCALeafRequestType MessageType = 8
+)
+
+// IgnoreUnknownTypeFlag marks a command that an older FSM that does not know
+// it may skip. Without the flag an unknown command stops the FSM, because
+// skipping it would silently diverge the replicas.
+const IgnoreUnknownTypeFlag MessageType = 128
+
+// String names the command for logs and metrics.
+func (t MessageType) String() string {
+	switch t &^ IgnoreUnknownTypeFlag {
+	case RegisterRequestType:
+		return "Register"
+	case DeregisterRequestType:
+		return "Deregister"
+	case KVSRequestType:
+		return "KVS"
+	case SessionRequestType:
+		return "Session"
+	case TxnRequestType:
+		return "Txn"
+	case TombstoneRequestType:
+		return "Tombstone"
+	case ConfigEntryRequestType:
+		return "ConfigEntry"
+	case ConnectCARequestType:
+		return "ConnectCA"
+	case ConnectCALeafRequestType:
+		return "ConnectCALeaf"
+	}
+	return "Unknown"
+}

@@ -1,0 +1,136 @@
+package structs
+
+import "time"
+
+// QueryOptions are the options every read carries: which datacenter, the
+// consistency mode and the blocking-query parameters.
+type QueryOptions struct {
+	Datacenter string
+	Token      string `json:"-"`
+	// MinQueryIndex makes the read block until the result's index passes it
+	// (or MaxQueryTime elapses). Zero means do not block.
+	MinQueryIndex uint64
+	MaxQueryTime  time.Duration
+	// AllowStale lets any server answer from its local store.
+	AllowStale bool
+	// RequireConsistent makes the leader confirm its leadership with a
+	// quorum before it answers.
+	RequireConsistent bool
+	// Filter is a bexpr-style filter expression over the result (not yet
+	// supported: a request with one is refused).
+	Filter string
+}
+
+// QueryOpts gives generic code (RPC forwarding, blocking) the options of any
+// request that embeds QueryOptions.
+func (q *QueryOptions) QueryOpts() *QueryOptions { return q }
+
+// QueryMeta describes how a read was served: the index of the data, how long
+// since the answering server heard from the leader, and whether a leader is
+// known. It becomes the X-Consul-* headers.
+type QueryMeta struct {
+	Index       uint64
+	LastContact time.Duration
+	KnownLeader bool
+}
+
+// Meta gives generic code the meta of any result that embeds QueryMeta.
+func (m *QueryMeta) Meta() *QueryMeta { return m }
+
+// WriteRequest is what every write carries.
+type WriteRequest struct {
+	Datacenter string `json:",omitempty"`
+	Token      string `json:"-"`
+}
+
+// WriteOpts gives generic code the options of any write.
+func (w *WriteRequest) WriteOpts() *WriteRequest { return w }
+
+// DCSpecificRequest is a read scoped to a datacenter only.
+type DCSpecificRequest struct {
+	NodeMetaFilters map[string]string
+	QueryOptions
+}
+
+// NodeSpecificRequest is a read about one node.
+type NodeSpecificRequest struct {
+	Node string
+	QueryOptions
+}
+
+// ServiceSpecificRequest is a read about one service's instances.
+type ServiceSpecificRequest struct {
+	ServiceName string
+	// ServiceTags, with TagFilter, keeps only instances carrying every tag.
+	ServiceTags []string
+	TagFilter   bool
+	// Connect asks for the service's Connect endpoints (its sidecar proxies
+	// and Connect-native instances) instead of the service itself.
+	Connect bool
+	// PassingOnly drops instances with any check not passing.
+	PassingOnly     bool
+	NodeMetaFilters map[string]string
+	QueryOptions
+}
+
+// ChecksInStateRequest lists checks in one state ("any" for all).
+type ChecksInStateRequest struct {
+	State string
+	QueryOptions
+}
+
+// IndexedNodes is a read result of nodes.
+type IndexedNodes struct {
+	Nodes Nodes
+	QueryMeta
+}
+
+// IndexedServices maps each service name to its (deduplicated) tags.
+type IndexedServices struct {
+	Services map[string][]string
+	QueryMeta
+}
+
+// IndexedServiceNodes is a read result of flattened instances.
+type IndexedServiceNodes struct {
+	ServiceNodes ServiceNodes
+	QueryMeta
+}
+
+// IndexedNodeServices is a read result of one node and its services (nil
+// when the node does not exist).
+type IndexedNodeServices struct {
+	NodeServices *NodeServices
+	QueryMeta
+}
+
+// IndexedHealthChecks is a read result of checks.
+type IndexedHealthChecks struct {
+	HealthChecks HealthChecks
+	QueryMeta
+}
+
+// IndexedCheckServiceNodes is a read result of instances with health.
+type IndexedCheckServiceNodes struct {
+	Nodes CheckServiceNodes
+	QueryMeta
+}
+
+// RaftServer is one server in the Raft configuration, as
+// /v1/operator/raft/configuration shows it.
+type RaftServer struct {
+	ID              string
+	Node            string
+	Address         string
+	Leader          bool
+	ProtocolVersion string
+	Voter           bool
+	LastIndex       uint64
+}
+
+// RaftConfigurationResponse is the Raft configuration with the index it was
+// read at.
+type RaftConfigurationResponse struct {
+	Servers []*RaftServer
+	Index   uint64
+}
