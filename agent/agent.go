@@ -19,6 +19,7 @@ import (
 
 	"github.com/trellis-mesh/trellis/agent/config"
 	"github.com/trellis-mesh/trellis/agent/httpapi"
+	"github.com/trellis-mesh/trellis/agent/router"
 	"github.com/trellis-mesh/trellis/gossip"
 	"github.com/trellis-mesh/trellis/server"
 	"github.com/trellis-mesh/trellis/version"
@@ -39,6 +40,9 @@ type Agent struct {
 	logger *slog.Logger
 
 	server *server.Server
+	// router and pool send a client agent's RPCs to the servers.
+	router *router.Router
+	pool   *server.ConnPool
 	gossip *gossip.Gossip
 	// members gives the server the member list once gossip has started.
 	members gossip.Holder
@@ -73,6 +77,14 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		if err := a.startServer(); err != nil {
 			return err
 		}
+	} else {
+		a.pool = server.NewConnPool()
+		a.router = router.New(router.Config{
+			Logger:     a.logger.With("component", "router"),
+			Datacenter: rc.Datacenter,
+			Caller:     a.pool,
+			Retryable:  server.Retryable,
+		})
 	}
 	if err := a.startGossip(); err != nil {
 		return err
@@ -163,6 +175,9 @@ func (a *Agent) onSerfEvent(ev serf.Event) {
 	if a.server != nil {
 		a.server.MemberEvent(me)
 	}
+	if a.router != nil {
+		a.router.Update(a.gossip.Members())
+	}
 }
 
 func (a *Agent) startHTTP() error {
@@ -174,6 +189,8 @@ func (a *Agent) startHTTP() error {
 		Datacenter:    rc.Datacenter,
 		SessionTTLMin: rc.SessionTTLMin,
 		Self:          a.self,
+		Membership:    a,
+		Leaver:        a,
 	})
 	if err != nil {
 		return err
@@ -204,12 +221,33 @@ func listen(addr string) (net.Listener, error) {
 }
 
 // RPC serves an internal API call: on a server, by the server itself
-// (which forwards to the leader as needed).
+// (which forwards to the leader as needed); on a client agent, by a server
+// the router picks.
 func (a *Agent) RPC(ctx context.Context, method string, args, reply any) error {
-	if a.server == nil {
-		return ErrNotServer
+	if a.server != nil {
+		return a.server.RPC(ctx, method, args, reply)
 	}
-	return a.server.RPC(ctx, method, args, reply)
+	return a.router.RPC(ctx, method, args, reply)
+}
+
+// Members lists the Serf LAN members for /v1/agent/members.
+func (a *Agent) Members() []httpapi.MemberInfo {
+	members := a.gossip.Members()
+	out := make([]httpapi.MemberInfo, 0, len(members))
+	for _, m := range members {
+		out = append(out, memberInfo(m))
+	}
+	return out
+}
+
+// Join joins the Serf LAN member at addr.
+func (a *Agent) Join(addr string) (int, error) {
+	return a.gossip.Join([]string{addr}, a.rc.Ports.SerfLAN)
+}
+
+// ForceLeave marks a failed member as left.
+func (a *Agent) ForceLeave(node string, prune bool) error {
+	return a.gossip.ForceLeave(node, prune)
 }
 
 // Leave leaves the cluster gracefully: a leading server first hands its
@@ -251,6 +289,9 @@ func (a *Agent) Shutdown() error {
 			if err := a.gossip.Shutdown(); err != nil {
 				errs = append(errs, err)
 			}
+		}
+		if a.pool != nil {
+			a.pool.Close()
 		}
 		a.wg.Wait()
 	})

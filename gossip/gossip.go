@@ -170,8 +170,14 @@ func (g *Gossip) RetryJoin(addrs []string, defaultPort int, interval time.Durati
 // Leave tells the cluster this member is leaving on purpose.
 func (g *Gossip) Leave() error { return g.serf.Leave() }
 
-// ForceLeave marks a failed member as left so that it is removed at once.
-func (g *Gossip) ForceLeave(node string) error { return g.serf.RemoveFailedNode(node) }
+// ForceLeave marks a failed member as left so that it is removed at once;
+// prune also drops it from the member list without waiting for the reap.
+func (g *Gossip) ForceLeave(node string, prune bool) error {
+	if prune {
+		return g.serf.RemoveFailedNodePrune(node)
+	}
+	return g.serf.RemoveFailedNode(node)
+}
 
 // Shutdown stops Serf and every goroutine of this Gossip.
 func (g *Gossip) Shutdown() error {

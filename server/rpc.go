@@ -100,7 +100,7 @@ func (s *Server) onLeader(ctx context.Context, method string, args, reply any, e
 			// A leader that just stepped down answers ErrNoLeader; an
 			// unreachable one looks like a transport error. Both are worth
 			// another try within the hold time.
-			if err == nil || !retryable(err) {
+			if err == nil || !Retryable(err) {
 				return err
 			}
 		}
@@ -119,7 +119,10 @@ func (s *Server) onLeader(ctx context.Context, method string, args, reply any, e
 	}
 }
 
-func retryable(err error) bool {
+// Retryable reports whether a failed call is worth sending again, to the
+// same or another server: no leader yet, leadership just changed, or the
+// server could not be reached.
+func Retryable(err error) bool {
 	if errors.Is(err, structs.ErrNoLeader) || errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
 		return true
 	}

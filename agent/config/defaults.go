@@ -60,11 +60,11 @@ func defaultSource() *source {
 		RetryMax:      ptr(0),
 		// LeaveOnTerminate and SkipLeaveOnInterrupt stay unset here: their
 		// defaults depend on the role and are resolved in build.
-		ReconnectTimeout:     ptr(DefaultReconnectTimeout),
-		SessionTTLMin:        ptr(DefaultSessionTTLMin),
-		AEInterval:           ptr(DefaultAEInterval),
-		CheckUpdateInterval:  ptr(DefaultCheckUpdateInterval),
-		Performance:          performanceSource{RaftMultiplier: ptr(DefaultRaftMultiplier)},
+		ReconnectTimeout:    ptr(DefaultReconnectTimeout),
+		SessionTTLMin:       ptr(DefaultSessionTTLMin),
+		AEInterval:          ptr(DefaultAEInterval),
+		CheckUpdateInterval: ptr(DefaultCheckUpdateInterval),
+		Performance:         performanceSource{RaftMultiplier: ptr(DefaultRaftMultiplier)},
 		Limits: limitsSource{
 			KVMaxValueSize: ptr(uint64(DefaultKVMaxValueSize)),
 			TxnMaxReqLen:   ptr(uint64(DefaultTxnMaxReqLen)),

@@ -50,6 +50,12 @@ type Config struct {
 	// Metrics, when set, is served at /v1/agent/metrics (for example a
 	// Prometheus handler). Nil serves an empty metrics summary.
 	Metrics http.Handler
+	// Membership serves /v1/agent/members and /v1/agent/join; nil answers
+	// them with 501.
+	Membership Membership
+	// Leaver serves /v1/agent/leave and /v1/agent/force-leave; nil answers
+	// them with 501.
+	Leaver Leaver
 }
 
 // ErrInvalidConfig is returned by New when a required Config field is
@@ -69,6 +75,8 @@ type Server struct {
 	sessionMin time.Duration
 	self       func() SelfInfo
 	metrics    http.Handler
+	members    Membership
+	leaver     Leaver
 	handler    http.Handler
 }
 
@@ -92,6 +100,8 @@ func New(cfg Config) (*Server, error) {
 		sessionMin: cfg.SessionTTLMin,
 		self:       cfg.Self,
 		metrics:    cfg.Metrics,
+		members:    cfg.Membership,
+		leaver:     cfg.Leaver,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -121,6 +131,10 @@ func (s *Server) routes() *http.ServeMux {
 
 	handle("/v1/agent/self", get, s.agentSelf)
 	handle("/v1/agent/metrics", get, s.agentMetrics)
+	handle("/v1/agent/members", get, s.agentMembers)
+	handle("/v1/agent/join/", put, s.agentJoin)
+	handle("/v1/agent/leave", put, s.agentLeave)
+	handle("/v1/agent/force-leave/", put, s.agentForceLeave)
 
 	handle("/v1/catalog/register", put, s.catalogRegister)
 	handle("/v1/catalog/deregister", put, s.catalogDeregister)
