@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/serf/serf"
+	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/trellis-mesh/trellis/agent/config"
 	"github.com/trellis-mesh/trellis/agent/httpapi"
@@ -48,6 +49,8 @@ type Agent struct {
 	members gossip.Holder
 	http    []*http.Server
 
+	metrics *prometheus.Registry
+
 	wg       sync.WaitGroup
 	stopOnce sync.Once
 }
@@ -60,7 +63,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Agent{rc: cfg.Runtime, logger: cfg.Logger}, nil
+	return &Agent{rc: cfg.Runtime, logger: cfg.Logger, metrics: newRegistry()}, nil
 }
 
 // Start binds every listener, starts the server (if any), gossip and the
@@ -123,6 +126,7 @@ func (a *Agent) startServer() error {
 		RaftMultiplier:  rc.RaftMultiplier,
 		SessionTTLMin:   rc.SessionTTLMin,
 		Membership:      &a.members,
+		Metrics:         a.metrics,
 	})
 	if err != nil {
 		_ = ln.Close()
@@ -191,6 +195,7 @@ func (a *Agent) startHTTP() error {
 		Self:          a.self,
 		Membership:    a,
 		Leaver:        a,
+		Metrics:       metricsHandler(a.metrics),
 	})
 	if err != nil {
 		return err

@@ -20,8 +20,16 @@ const (
 // answered 200 before, during and after the election is still readable,
 // writes keep succeeding, and the killed server restarts from its data dir
 // and catches up (its ?stale reads see every acknowledged key).
+//
+// The servers run with performance.raft_multiplier 1, as Consul's own test
+// tooling (sdk/testutil) runs its servers. With the production default of
+// 5 (Consul's too) the heartbeat and election timeouts are 5 s each, and
+// the first election after a kill -9 takes about 7-12 s, which does not fit
+// the 10 s bound reliably.
 func TestLeaderKill(t *testing.T) {
-	c, leader := startCluster(t, 3)
+	c, leader := startCluster(t, 3, configFile(t, "raft-fast.json", map[string]any{
+		"performance": map[string]any{"raft_multiplier": 1},
+	})...)
 	ctx := scenarioContext(t)
 	rc := newRawClient(t)
 

@@ -2,9 +2,11 @@ package integration
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -106,15 +108,33 @@ func newPorts(t *testing.T) *harness.PortAllocator {
 	return p
 }
 
-// startCluster starts n servers and waits until they agree on a leader.
-func startCluster(t *testing.T, n int) (*harness.Cluster, *harness.Agent) {
+// startCluster starts n servers with their default configuration and
+// waits until they agree on a leader. serverArgs are appended to every
+// server's command line.
+func startCluster(t *testing.T, n int, serverArgs ...string) (*harness.Cluster, *harness.Agent) {
 	t.Helper()
 	c := harness.StartCluster(t, harness.ClusterConfig{
-		Binary:  requireBinary(t),
-		Ports:   newPorts(t),
-		Servers: n,
+		Binary:     requireBinary(t),
+		Ports:      newPorts(t),
+		Servers:    n,
+		ServerArgs: serverArgs,
 	})
 	return c, waitLeader(t, c, clusterStartTimeout)
+}
+
+// configFile writes v as a JSON config file (Consul's keys) into the test's
+// temp dir and returns the -config-file arguments for it.
+func configFile(t *testing.T, name string, v any) []string {
+	t.Helper()
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"-config-file", path}
 }
 
 // startDev starts one -dev agent and waits for it to lead itself.

@@ -17,6 +17,7 @@ func (s *Server) raftApply(t structs.MessageType, msg any) (any, error) {
 	if err != nil {
 		return nil, err
 	}
+	defer s.metrics.observeApply(time.Now())
 	f := s.raft.Apply(buf, applyTimeout)
 	if err := f.Error(); err != nil {
 		return nil, fmt.Errorf("%w: %v", structs.ErrNoLeader, err)

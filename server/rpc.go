@@ -52,7 +52,8 @@ type writeOpts interface{ WriteOpts() *structs.WriteRequest }
 // RPC serves one internal API call: locally when this server may answer it,
 // otherwise by forwarding it to the leader. args and reply are the types
 // structs/endpoints.go lists for method.
-func (s *Server) RPC(ctx context.Context, method string, args, reply any) error {
+func (s *Server) RPC(ctx context.Context, method string, args, reply any) (err error) {
+	defer func() { s.metrics.observeRPC(method, err) }()
 	ep, ok := s.endpoints[method]
 	if !ok {
 		return fmt.Errorf("%w: %s", structs.ErrUnknownMethod, method)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	"github.com/trellis-mesh/trellis/fsm"
@@ -57,6 +58,9 @@ type Config struct {
 	ReconcileInterval time.Duration
 	// Membership may be nil for a server that gossips with no one.
 	Membership Membership
+	// Metrics is where the server registers its instruments; nil keeps
+	// them unregistered.
+	Metrics prometheus.Registerer
 }
 
 func (c *Config) setDefaults() {
@@ -94,6 +98,7 @@ type Server struct {
 	grpc      *grpc.Server
 	pool      *connPool
 	endpoints map[string]endpoint
+	metrics   *metrics
 
 	sessionTimers *sessionTimers
 	// leaderNotify is Raft's NotifyCh: true on gaining leadership, false on
@@ -135,6 +140,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.fsm = fsm.New(fsm.Config{Logger: cfg.Logger.With("component", "fsm"), Codec: s.codec})
 	s.endpoints = s.endpointTable()
+	s.metrics = newMetrics(cfg.Metrics, s)
 	s.sessionTimers = newSessionTimers()
 	s.pool = newConnPool()
 

@@ -1,0 +1,104 @@
+package agent
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/trellis-mesh/trellis/agent/config"
+	"github.com/trellis-mesh/trellis/integration/harness"
+)
+
+// devAgent starts an in-process -dev agent on free loopback ports. It is
+// shut down when the test ends, or earlier by calling stop.
+func devAgent(t *testing.T) (a *Agent, url string, stop func()) {
+	t.Helper()
+	ports, err := harness.NewPortAllocator(harness.PortAllocatorConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-dev", "-node", "dev1"}
+	for _, flag := range []string{"-http-port", "-server-port", "-serf-lan-port", "-grpc-port"} {
+		p, err := ports.Port()
+		if err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, flag, strconv.Itoa(p))
+	}
+	rc, _, err := config.Load(config.LoadOptions{Args: args, Logger: slog.New(slog.DiscardHandler), FlagOutput: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err = New(Config{Runtime: rc})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	stop = func() {
+		if err := a.Shutdown(); err != nil {
+			t.Errorf("shutdown: %v", err)
+		}
+		http.DefaultClient.CloseIdleConnections()
+	}
+	t.Cleanup(stop)
+	return a, "http://" + rc.HTTPAddrForClients(), stop
+}
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+func waitFor(t *testing.T, what string, fn func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !fn() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func TestDevAgentServesAndStopsCleanly(t *testing.T) {
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
+	_, url, stop := devAgent(t)
+	defer stop()
+	{
+		waitFor(t, "a leader", func() bool {
+			code, body := get(t, url+"/v1/status/leader")
+			return code == 200 && body != `""`
+		})
+		waitFor(t, "own node with serfHealth", func() bool {
+			_, body := get(t, url+"/v1/health/node/dev1")
+			return strings.Contains(body, `"serfHealth"`) && strings.Contains(body, `"passing"`)
+		})
+		code, body := get(t, url+"/v1/agent/members")
+		if code != 200 || !strings.Contains(body, `"Name":"dev1"`) {
+			t.Fatalf("members: %d %s", code, body)
+		}
+		code, body = get(t, url+"/v1/agent/metrics?format=prometheus")
+		if code != 200 || !strings.Contains(body, "trellis_rpc_requests_total") || !strings.Contains(body, "trellis_server_is_leader 1") {
+			t.Fatalf("prometheus metrics: %d %.400s", code, body)
+		}
+		code, body = get(t, url+"/v1/agent/metrics")
+		if code != 200 || !strings.Contains(body, `"Counters"`) || !strings.Contains(body, "trellis.rpc.requests.total") {
+			t.Fatalf("json metrics: %d %.400s", code, body)
+		}
+	}
+}
