@@ -160,6 +160,16 @@ func devArgs(t *testing.T, extra ...string) []string {
 	return append([]string{"-dev", "-node", "test-node"}, extra...)
 }
 
+// leavingDevArgs is a -dev server configured to leave on both signals
+// (servers do not by default, as in Consul).
+func leavingDevArgs(t *testing.T) []string {
+	cfgFile := filepath.Join(t.TempDir(), "leave.json")
+	if err := os.WriteFile(cfgFile, []byte(`{"skip_leave_on_interrupt": false, "leave_on_terminate": true}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return devArgs(t, "-config-file", cfgFile)
+}
+
 func TestAgentSignals(t *testing.T) {
 	fast := agentCommand{leaveTimeout: time.Second, shutdownDeadline: 2 * time.Second}
 	for _, tc := range []struct {
@@ -170,13 +180,17 @@ func TestAgentSignals(t *testing.T) {
 		code    int
 		calls   []string
 	}{
-		{"SIGINT leaves by default", devArgs(t), []os.Signal{syscall.SIGINT}, &fakeRunner{}, 0,
+		{"a server keeps its seat on SIGINT by default", devArgs(t), []os.Signal{syscall.SIGINT}, &fakeRunner{}, 0,
+			[]string{"start", "shutdown"}},
+		{"a server keeps its seat on SIGTERM by default", devArgs(t), []os.Signal{syscall.SIGTERM}, &fakeRunner{}, 0,
+			[]string{"start", "shutdown"}},
+		{"SIGINT leaves when configured", leavingDevArgs(t), []os.Signal{syscall.SIGINT}, &fakeRunner{}, 0,
 			[]string{"start", "leave", "shutdown"}},
-		{"SIGTERM leaves by default", devArgs(t), []os.Signal{syscall.SIGTERM}, &fakeRunner{}, 0,
+		{"SIGTERM leaves when configured", leavingDevArgs(t), []os.Signal{syscall.SIGTERM}, &fakeRunner{}, 0,
 			[]string{"start", "leave", "shutdown"}},
-		{"SIGHUP is ignored", devArgs(t), []os.Signal{syscall.SIGHUP, syscall.SIGTERM}, &fakeRunner{}, 0,
+		{"SIGHUP is ignored", leavingDevArgs(t), []os.Signal{syscall.SIGHUP, syscall.SIGTERM}, &fakeRunner{}, 0,
 			[]string{"start", "leave", "shutdown"}},
-		{"leave timing out still shuts down", devArgs(t), []os.Signal{syscall.SIGINT},
+		{"leave timing out still shuts down", leavingDevArgs(t), []os.Signal{syscall.SIGINT},
 			&fakeRunner{leaveBlock: make(chan struct{})}, 1, []string{"start", "leave", "shutdown"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -224,7 +238,7 @@ func TestAgentSkipLeave(t *testing.T) {
 func TestAgentExitsPromptly(t *testing.T) {
 	t.Run("deadline", func(t *testing.T) {
 		runner := &fakeRunner{leaveBlock: make(chan struct{})}
-		r := startAgentCmd(t, agentCommand{leaveTimeout: time.Hour, shutdownDeadline: 300 * time.Millisecond}, devArgs(t), runner)
+		r := startAgentCmd(t, agentCommand{leaveTimeout: time.Hour, shutdownDeadline: 300 * time.Millisecond}, leavingDevArgs(t), runner)
 		r.waitRunning(t)
 		begin := time.Now()
 		r.sigs <- syscall.SIGINT
@@ -240,7 +254,7 @@ func TestAgentExitsPromptly(t *testing.T) {
 	})
 	t.Run("second signal", func(t *testing.T) {
 		runner := &fakeRunner{leaveBlock: make(chan struct{})}
-		r := startAgentCmd(t, agentCommand{leaveTimeout: time.Hour, shutdownDeadline: time.Hour}, devArgs(t), runner)
+		r := startAgentCmd(t, agentCommand{leaveTimeout: time.Hour, shutdownDeadline: time.Hour}, leavingDevArgs(t), runner)
 		r.waitRunning(t)
 		r.sigs <- syscall.SIGTERM
 		time.Sleep(50 * time.Millisecond)
