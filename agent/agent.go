@@ -47,7 +47,9 @@ type Agent struct {
 	gossip *gossip.Gossip
 	// members gives the server the member list once gossip has started.
 	members gossip.Holder
-	http    []*http.Server
+	// local is the agent's own services and checks.
+	local *localServices
+	http  []*http.Server
 
 	metrics *prometheus.Registry
 
@@ -88,6 +90,11 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 			Caller:     a.pool,
 			Retryable:  server.Retryable,
 		})
+	}
+	// Local state starts before gossip so that member events, which may
+	// arrive as soon as gossip runs, find it in place.
+	if err := a.startLocal(); err != nil {
+		return err
 	}
 	if err := a.startGossip(); err != nil {
 		return err
@@ -182,6 +189,16 @@ func (a *Agent) onSerfEvent(ev serf.Event) {
 	if a.router != nil {
 		a.router.Update(a.gossip.Members())
 	}
+	// A server joining (or coming back) is a reason to check that the
+	// catalog holds what this agent has.
+	if a.local != nil && me.Type == serf.EventMemberJoin {
+		for _, m := range me.Members {
+			if _, ok := gossip.ParseServer(m); ok {
+				a.local.syncer.TriggerFullSync()
+				break
+			}
+		}
+	}
 }
 
 func (a *Agent) startHTTP() error {
@@ -196,6 +213,7 @@ func (a *Agent) startHTTP() error {
 		Membership:    a,
 		Leaver:        a,
 		Metrics:       metricsHandler(a.metrics),
+		Local:         a.local,
 	})
 	if err != nil {
 		return err
@@ -284,6 +302,9 @@ func (a *Agent) Shutdown() error {
 			if err := hs.Shutdown(ctx); err != nil {
 				_ = hs.Close()
 			}
+		}
+		if a.local != nil {
+			a.local.stop()
 		}
 		if a.server != nil {
 			if err := a.server.Shutdown(); err != nil {

@@ -226,7 +226,7 @@ func (s *Server) deregisterNode(node string) {
 // node's address follows Serf's.
 func (s *Server) memberRegistration(m serf.Member, status, output string) *structs.RegisterRequest {
 	addr := m.Addr.String()
-	return &structs.RegisterRequest{
+	req := &structs.RegisterRequest{
 		ID:      m.Tags[gossip.TagID],
 		Node:    m.Name,
 		Address: addr,
@@ -243,6 +243,15 @@ func (s *Server) memberRegistration(m serf.Member, status, output string) *struc
 		},
 		WriteRequest: structs.WriteRequest{Datacenter: s.cfg.Datacenter},
 	}
+	// Keep what the agent's anti-entropy wrote for its node (meta, its own
+	// tagged addresses): the leader only vouches for liveness and address.
+	if _, n, err := s.fsm.State().GetNode(nil, m.Name); err == nil && n != nil {
+		req.NodeMeta = n.Meta
+		if n.Address == addr && len(n.TaggedAddresses) > 0 {
+			req.TaggedAddresses = n.TaggedAddresses
+		}
+	}
+	return req
 }
 
 // nodeUpToDate reports whether the catalog already shows the member at its

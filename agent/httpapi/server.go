@@ -56,6 +56,9 @@ type Config struct {
 	// Leaver serves /v1/agent/leave and /v1/agent/force-leave; nil answers
 	// them with 501.
 	Leaver Leaver
+	// Local serves the agent's own services and checks; nil answers those
+	// endpoints with 501.
+	Local LocalAgent
 }
 
 // ErrInvalidConfig is returned by New when a required Config field is
@@ -77,6 +80,7 @@ type Server struct {
 	metrics    http.Handler
 	members    Membership
 	leaver     Leaver
+	local      LocalAgent
 	handler    http.Handler
 }
 
@@ -102,6 +106,7 @@ func New(cfg Config) (*Server, error) {
 		metrics:    cfg.Metrics,
 		members:    cfg.Membership,
 		leaver:     cfg.Leaver,
+		local:      cfg.Local,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -135,6 +140,21 @@ func (s *Server) routes() *http.ServeMux {
 	handle("/v1/agent/join/", put, s.agentJoin)
 	handle("/v1/agent/leave", put, s.agentLeave)
 	handle("/v1/agent/force-leave/", put, s.agentForceLeave)
+	handle("/v1/agent/services", get, s.agentServices)
+	handle("/v1/agent/service/register", put, s.agentServiceRegister)
+	handle("/v1/agent/service/deregister/", put, s.agentServiceDeregister)
+	handle("/v1/agent/service/maintenance/", put, s.agentMaintenance(true))
+	handle("/v1/agent/service/", get, s.agentService)
+	handle("/v1/agent/maintenance", put, s.agentMaintenance(false))
+	handle("/v1/agent/checks", get, s.agentChecks)
+	handle("/v1/agent/check/register", put, s.agentCheckRegister)
+	handle("/v1/agent/check/deregister/", put, s.agentCheckDeregister)
+	handle("/v1/agent/check/pass/", put, s.agentCheckTTL(structs.HealthPassing, "/v1/agent/check/pass/"))
+	handle("/v1/agent/check/warn/", put, s.agentCheckTTL(structs.HealthWarning, "/v1/agent/check/warn/"))
+	handle("/v1/agent/check/fail/", put, s.agentCheckTTL(structs.HealthCritical, "/v1/agent/check/fail/"))
+	handle("/v1/agent/check/update/", put, s.agentCheckUpdate)
+	handle("/v1/agent/health/service/id/", get, s.agentHealthService(false))
+	handle("/v1/agent/health/service/name/", get, s.agentHealthService(true))
 
 	handle("/v1/catalog/register", put, s.catalogRegister)
 	handle("/v1/catalog/deregister", put, s.catalogDeregister)
@@ -275,11 +295,14 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		code = http.StatusInternalServerError
 		msg  = err.Error()
 		he   *httpError
+		se   *StatusError
 		mna  *methodNotAllowedError
 	)
 	switch {
 	case errors.As(err, &he):
 		code = he.code
+	case errors.As(err, &se):
+		code = se.Code
 	case errors.As(err, &mna):
 		w.Header().Add("Allow", strings.Join(mna.allow, ","))
 		code = http.StatusMethodNotAllowed
