@@ -8,6 +8,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/trellis-mesh/trellis/structs"
@@ -376,7 +377,17 @@ func (sy *Syncer) syncChanges(ctx context.Context) error {
 			return errors.Join(errs...)
 		}
 	}
-	for _, item := range p.regServices {
+	var errMu sync.Mutex
+	// failLocked is fail for the concurrent loops below.
+	failLocked := func(what, id string, err error) bool {
+		errMu.Lock()
+		defer errMu.Unlock()
+		return fail(what, id, err)
+	}
+	// Registrations are independent of each other: send several at once,
+	// so that the leader batches them into shared Raft appends instead of
+	// paying one round trip per service.
+	if forEachConcurrently(ctx, p.regServices, func(item serviceItem) bool {
 		req := sy.registerRequest(p.nodeInSync, item.token)
 		req.Service = item.svc
 		for _, c := range item.checks {
@@ -387,9 +398,9 @@ func (sy *Syncer) syncChanges(ctx context.Context) error {
 			sy.state.serviceRegistered(item, err == nil && !req.SkipNodeUpdate)
 			sy.logger.Info("synced service", "service", item.svc.ID)
 		}
-		if err != nil && fail("register service", item.svc.ID, err) {
-			return errors.Join(errs...)
-		}
+		return err != nil && failLocked("register service", item.svc.ID, err)
+	}) {
+		return errors.Join(errs...)
 	}
 	for _, d := range p.deregChecks {
 		err := dereg(d, false)
@@ -443,4 +454,34 @@ func (sy *Syncer) registerRequest(nodeInSync bool, token string) *structs.Regist
 		SkipNodeUpdate:  nodeInSync,
 		WriteRequest:    structs.WriteRequest{Datacenter: cfg.Datacenter, Token: token},
 	}
+}
+
+// syncConcurrency bounds the registrations one sync round has in flight.
+const syncConcurrency = 16
+
+// forEachConcurrently calls fn for every item, at most syncConcurrency at
+// a time, and stops starting new calls once one reports that the round
+// must stop (fn returns true) or ctx ends. It reports whether it stopped.
+func forEachConcurrently[T any](ctx context.Context, items []T, fn func(T) bool) bool {
+	var (
+		wg      sync.WaitGroup
+		stopped atomic.Bool
+		sem     = make(chan struct{}, syncConcurrency)
+	)
+	for _, item := range items {
+		if stopped.Load() || ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			if fn(item) {
+				stopped.Store(true)
+			}
+		}()
+	}
+	wg.Wait()
+	return stopped.Load()
 }
