@@ -20,6 +20,7 @@ import (
 
 	"github.com/trellis-mesh/trellis/agent/config"
 	"github.com/trellis-mesh/trellis/agent/httpapi"
+	"github.com/trellis-mesh/trellis/agent/leafcert"
 	"github.com/trellis-mesh/trellis/agent/router"
 	"github.com/trellis-mesh/trellis/gossip"
 	"github.com/trellis-mesh/trellis/server"
@@ -49,7 +50,9 @@ type Agent struct {
 	members gossip.Holder
 	// local is the agent's own services and checks.
 	local *localServices
-	http  []*http.Server
+	// leaf issues and renews this agent's services' leaf certificates.
+	leaf *leafcert.Manager
+	http []*http.Server
 
 	metrics *prometheus.Registry
 
@@ -99,6 +102,11 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	if err := a.startGossip(); err != nil {
 		return err
 	}
+	leaf, err := a.startConnect()
+	if err != nil {
+		return err
+	}
+	a.leaf = leaf
 	if err := a.startHTTP(); err != nil {
 		return err
 	}
@@ -172,6 +180,7 @@ func (a *Agent) startGossip() error {
 	}
 	a.gossip = g
 	a.members.Set(g)
+	g.Start()
 	return nil
 }
 
@@ -203,17 +212,20 @@ func (a *Agent) onSerfEvent(ev serf.Event) {
 
 func (a *Agent) startHTTP() error {
 	rc := a.rc
+	leafCerts, authorizer := connectHTTPConfig(a.leaf)
 	api, err := httpapi.New(httpapi.Config{
-		RPC:           a,
-		Logger:        a.logger.With("component", "http"),
-		NodeName:      rc.NodeName,
-		Datacenter:    rc.Datacenter,
-		SessionTTLMin: rc.SessionTTLMin,
-		Self:          a.self,
-		Membership:    a,
-		Leaver:        a,
-		Metrics:       metricsHandler(a.metrics),
-		Local:         a.local,
+		RPC:               a,
+		Logger:            a.logger.With("component", "http"),
+		NodeName:          rc.NodeName,
+		Datacenter:        rc.Datacenter,
+		SessionTTLMin:     rc.SessionTTLMin,
+		Self:              a.self,
+		Membership:        a,
+		Leaver:            a,
+		Metrics:           metricsHandler(a.metrics),
+		Local:             a.local,
+		LeafCerts:         leafCerts,
+		ConnectAuthorizer: authorizer,
 	})
 	if err != nil {
 		return err
@@ -302,6 +314,9 @@ func (a *Agent) Shutdown() error {
 			if err := hs.Shutdown(ctx); err != nil {
 				_ = hs.Close()
 			}
+		}
+		if a.leaf != nil {
+			a.leaf.Stop()
 		}
 		if a.local != nil {
 			a.local.stop()

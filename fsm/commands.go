@@ -16,6 +16,12 @@ func commandTable() map[structs.MessageType]applyFunc {
 		structs.SessionRequestType:    applySession,
 		structs.TxnRequestType:        applyTxn,
 		structs.TombstoneRequestType:  applyTombstone,
+
+		// The Connect CA (connect_ca.go).
+		structs.ConnectCARequestType:     applyConnectCA,
+		structs.ConnectCALeafRequestType: applyConnectCALeaf,
+
+		structs.ConfigEntryRequestType: applyConfigEntry, // config_entry.go
 	}
 }
 

@@ -144,7 +144,7 @@ func snapshotBytes(t *testing.T, f *FSM) []byte {
 
 func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	src := New(Config{})
-	populate(t, src)
+	populateConfigEntries(t, src, populate(t, src)+1) // config_entry_test.go
 	data := snapshotBytes(t, src)
 
 	dst := New(Config{})
@@ -195,6 +195,9 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	ss1, e1 := a.Sessions()
 	ss2, e2 := b.Sessions()
 	check("sessions", ss1, ss2, e1, e2)
+	ce1, e1 := a.ConfigEntries()
+	ce2, e2 := b.ConfigEntries()
+	check("config entries", ce1, ce2, e1, e2)
 	i1, e1 := a.Indexes()
 	i2, e2 := b.Indexes()
 	check("indexes", i1, i2, e1, e2)

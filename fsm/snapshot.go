@@ -141,6 +141,12 @@ func (s *snapshot) write(enc *codec.Encoder) error {
 			return err
 		}
 	}
+	if err := writeConnectCA(s.snap, put); err != nil { // connect_ca.go
+		return err
+	}
+	if err := writeConfigEntries(s.snap, put); err != nil { // config_entry.go
+		return err
+	}
 	idxs, err := s.snap.Indexes()
 	if err != nil {
 		return err
@@ -243,6 +249,10 @@ func (f *FSM) restoreRecord(r *state.Restore, t recordType, dec *codec.Decoder) 
 			return err
 		}
 		return r.Session(&s)
+	case recordCAConfig, recordCARoot, recordCASerial: // connect_ca.go
+		return restoreConnectCA(r, t, dec)
+	case recordConfigEntry: // config_entry.go
+		return restoreConfigEntry(r, dec)
 	case recordIndex:
 		var i state.IndexEntry
 		if err := decodeSafe(dec, &i); err != nil {

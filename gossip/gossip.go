@@ -48,12 +48,15 @@ type Gossip struct {
 	logger *slog.Logger
 	serf   *serf.Serf
 	events chan serf.Event
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	// onEvent is Config.OnEvent, called by the goroutine Start runs.
+	onEvent func(serf.Event)
+	ctx     context.Context
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
-// New starts the Serf member (listening, not yet joined to anyone).
+// New starts the Serf member (listening, not yet joined to anyone). Call
+// Start to begin handling its events.
 func New(cfg Config) (*Gossip, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
@@ -94,21 +97,28 @@ func New(cfg Config) (*Gossip, error) {
 		return nil, fmt.Errorf("gossip: start serf: %w", err)
 	}
 	g.serf = s
+	g.onEvent = cfg.OnEvent
+	return g, nil
+}
+
+// Start delivers Serf events to Config.OnEvent from now on. Events that
+// arrived since New wait in a buffer, so that the caller can publish the
+// Gossip (for OnEvent to use) before the first one is handled.
+func (g *Gossip) Start() {
 	g.wg.Add(1)
 	go func() {
 		defer g.wg.Done()
 		for {
 			select {
-			case <-ctx.Done():
+			case <-g.ctx.Done():
 				return
 			case ev := <-g.events:
-				if cfg.OnEvent != nil {
-					cfg.OnEvent(ev)
+				if g.onEvent != nil {
+					g.onEvent(ev)
 				}
 			}
 		}
 	}()
-	return g, nil
 }
 
 // Members lists every member Serf knows, in any status.

@@ -11,4 +11,9 @@
 //
 //	go test ./integration/ -run TestClusterReplication -v
 //	go test ./integration/ -run 'TestConsulAPI(Dev|Cluster)' -v
+//
+// The client-agent scenarios (issue 3) run 3 servers with
+// raft_multiplier 1 and client agents with a 1 s retry_interval:
+//
+//	go test ./integration/ -run 'TestClient|TestAntiEntropy|TestConsulAPIAgent|TestAgentBadInput|TestCLIAgentCommands' -v
 package integration

@@ -41,6 +41,23 @@ func (s *Server) endpointTable() map[string]endpoint {
 	handle(t, structs.MethodStatusPeers, read, s.statusPeers)
 	handle(t, structs.MethodOperatorRaftConfig, read, s.operatorRaftConfig)
 	handle(t, structs.MethodOperatorRaftRemovePeer, write, s.operatorRaftRemovePeer)
+
+	handle(t, structs.MethodConnectCARoots, read, s.connectCARoots)
+	handle(t, structs.MethodConnectCAConfigurationGet, read, s.connectCAConfigurationGet)
+	handle(t, structs.MethodConnectCAConfigurationSet, write, s.connectCAConfigurationSet)
+	handle(t, structs.MethodConnectCASign, write, s.connectCASign)
+
+	// Config entries, intentions and discovery chains.
+	handle(t, structs.MethodConfigEntryApply, write, s.configEntryApply)
+	handle(t, structs.MethodConfigEntryDelete, write, s.configEntryDelete)
+	handle(t, structs.MethodConfigEntryGet, read, s.configEntryGet)
+	handle(t, structs.MethodConfigEntryList, read, s.configEntryList)
+	handle(t, structs.MethodIntentionApply, write, s.intentionApply)
+	handle(t, structs.MethodIntentionGet, read, s.intentionGet)
+	handle(t, structs.MethodIntentionList, read, s.intentionList)
+	handle(t, structs.MethodIntentionMatch, read, s.intentionMatch)
+	handle(t, structs.MethodIntentionCheck, read, s.intentionCheck)
+	handle(t, structs.MethodDiscoveryChainGet, read, s.discoveryChainGet)
 	return t
 }
 

@@ -80,6 +80,7 @@ func (s *Server) leaderLoop(ctx context.Context) {
 		case <-time.After(time.Second):
 		}
 	}
+	defer s.startConnectCA(ctx)() // connect_ca_leader.go
 	s.restoreSessionTimers()
 	s.reconcileAll()
 

@@ -58,9 +58,14 @@ type Config struct {
 	ReconcileInterval time.Duration
 	// Membership may be nil for a server that gossips with no one.
 	Membership Membership
+	// CSRMaxPerSecond limits leaf signing on the leader (a token bucket; see connect_ca.go): 0 means Consul's default of 50/s, negative disables the limit, and a CSRMaxPerSecond in the CA configuration overrides it.
+	CSRMaxPerSecond float64
 	// Metrics is where the server registers its instruments; nil keeps
 	// them unregistered.
 	Metrics prometheus.Registerer
+	// DefaultIntentionPolicy decides connections no intention matches:
+	// "allow" (the default, as Consul without ACLs) or "deny".
+	DefaultIntentionPolicy string
 }
 
 func (c *Config) setDefaults() {
@@ -101,6 +106,7 @@ type Server struct {
 	metrics   *metrics
 
 	sessionTimers *sessionTimers
+	connectCA     connectCA // the leader's CA signing state (connect_ca.go)
 	// leaderNotify is Raft's NotifyCh: true on gaining leadership, false on
 	// losing it.
 	leaderNotify chan bool

@@ -96,6 +96,7 @@ func startTestServer(t testing.TB, ts *testServer, expect int, bootstrap bool, j
 		t.Fatal(err)
 	}
 	holder.Set(g)
+	g.Start()
 	ts.srv, ts.gossip = srv, g
 	if len(join) > 0 {
 		if _, err := g.Join(join, 0); err != nil {

@@ -124,6 +124,13 @@ func schema() *memdb.DBSchema {
 				})},
 			},
 		},
+		// The Connect CA (connect_ca.go).
+		tableCAConfig: caConfigTableSchema(),
+		tableCARoots:  caRootsTableSchema(),
+		tableCAKeys:   caKeysTableSchema(),
+		tableCASerial: caSerialTableSchema(),
+		// Config entries and intentions (config_entry.go).
+		tableConfigEntries: configEntriesTableSchema(),
 	}}
 }
 

@@ -56,6 +56,8 @@ func richStore(t *testing.T) *Store {
 	must(t, s.SessionCreate(31, &structs.Session{ID: "del", Name: "n", Node: "c", Behavior: structs.SessionKeysDelete,
 		LockDelay: 15 * time.Second, TTL: "30s", NodeChecks: []string{}, ServiceChecks: []structs.ServiceCheck{{ID: "api-http"}}}))
 	mustOK(t)(s.KVSLock(32, &structs.DirEntry{Key: "ephemeral", Value: []byte("x"), Session: "del"}))
+	caFixture(t, s, 33)          // connect_ca_test.go
+	configEntryFixture(t, s, 40) // config_entry_test.go
 	return s
 }
 
@@ -127,6 +129,8 @@ func restoreFrom(t *testing.T, src *Store, indexesFirst bool) *Store {
 	for _, sess := range sessions {
 		must(t, r.Session(sess))
 	}
+	restoreCA(t, sn, r)            // connect_ca_test.go
+	restoreConfigEntries(t, sn, r) // config_entry_test.go
 	if !indexesFirst {
 		restoreIndexes()
 	}

@@ -22,6 +22,9 @@ type Codec struct {
 func NewCodec() *Codec {
 	h := &codec.MsgpackHandle{WriteExt: true}
 	h.RawToString = true
+	// Sorted map keys make an encoding deterministic: equal values give
+	// equal bytes (snapshots, content hashes).
+	h.Canonical = true
 	h.MapType = reflect.TypeOf(map[string]interface{}(nil))
 	return &Codec{h: h}
 }

@@ -56,6 +56,12 @@ type Config struct {
 	// Leaver serves /v1/agent/leave and /v1/agent/force-leave; nil answers
 	// them with 501.
 	Leaver Leaver
+	// LeafCerts serves /v1/agent/connect/ca/leaf/<service> (connect_ca.go);
+	// nil answers it with 500.
+	LeafCerts LeafCerts
+	// ConnectAuthorizer answers /v1/agent/connect/authorize; nil means
+	// DefaultAllowAuthorizer.
+	ConnectAuthorizer ConnectAuthorizer
 	// Local serves the agent's own services and checks; nil answers those
 	// endpoints with 501.
 	Local LocalAgent
@@ -81,6 +87,8 @@ type Server struct {
 	members    Membership
 	leaver     Leaver
 	local      LocalAgent
+	leafCerts  LeafCerts
+	authorizer ConnectAuthorizer
 	handler    http.Handler
 }
 
@@ -107,6 +115,8 @@ func New(cfg Config) (*Server, error) {
 		members:    cfg.Membership,
 		leaver:     cfg.Leaver,
 		local:      cfg.Local,
+		leafCerts:  cfg.LeafCerts,
+		authorizer: cfg.ConnectAuthorizer,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -183,6 +193,22 @@ func (s *Server) routes() *http.ServeMux {
 	handle("/v1/status/leader", get, s.statusLeader)
 	handle("/v1/status/peers", get, s.statusPeers)
 	handle("/v1/operator/raft/configuration", get, s.operatorRaftConfiguration)
+
+	handle("/v1/connect/ca/roots", get, s.connectCARoots)
+	handle("/v1/connect/ca/configuration", []string{http.MethodGet, http.MethodPut}, s.connectCAConfiguration)
+	handle("/v1/agent/connect/ca/roots", get, s.connectCARoots)
+	handle("/v1/agent/connect/ca/leaf/", get, s.agentConnectCALeaf)
+	handle("/v1/agent/connect/authorize", []string{http.MethodPost}, s.agentConnectAuthorize)
+
+	// Config entries, intentions and discovery chains (config.go,
+	// intentions.go, discovery_chain.go).
+	handle("/v1/config", put, s.configApply)
+	handle("/v1/config/", []string{http.MethodGet, http.MethodDelete}, s.configEndpoint)
+	handle("/v1/connect/intentions", get, s.intentionList)
+	handle("/v1/connect/intentions/exact", []string{http.MethodGet, http.MethodPut, http.MethodDelete}, s.intentionExact)
+	handle("/v1/connect/intentions/match", get, s.intentionMatch)
+	handle("/v1/connect/intentions/check", get, s.intentionCheck)
+	handle("/v1/discovery-chain/", []string{http.MethodGet, http.MethodPost}, s.discoveryChain)
 
 	mux.HandleFunc("/", index)
 	return mux

@@ -1,0 +1,239 @@
+package httpapi
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/trellis-mesh/trellis/structs"
+)
+
+// Intentions: /v1/connect/intentions (list), .../exact (GET, PUT, DELETE
+// by source and destination), .../match and .../check. Intentions are
+// stored as service-intentions config entries; the legacy ID-based API
+// (POST /v1/connect/intentions, /v1/connect/intentions/<id>) is not
+// served.
+
+// errIntentionNotFound is the server's text for a missing intention, which
+// crosses the RPC API as a string.
+const errIntentionNotFound = "Intention not found"
+
+// intentionList serves GET /v1/connect/intentions (blocking).
+func (s *Server) intentionList(w http.ResponseWriter, r *http.Request) (any, error) {
+	var args structs.DCSpecificRequest
+	if err := s.parseQuery(r, &args.QueryOptions); err != nil {
+		return nil, err
+	}
+	var out structs.IndexedIntentions
+	err := s.rpc.RPC(r.Context(), structs.MethodIntentionList, &args, &out)
+	setMeta(w, &out.QueryMeta, &args.QueryOptions)
+	if err != nil {
+		return nil, err
+	}
+	if out.Intentions == nil {
+		out.Intentions = structs.Intentions{}
+	}
+	return out.Intentions, nil
+}
+
+// intentionExact serves /v1/connect/intentions/exact?source=&destination=.
+func (s *Server) intentionExact(w http.ResponseWriter, r *http.Request) (any, error) {
+	switch r.Method {
+	case http.MethodGet:
+		return s.intentionGetExact(w, r)
+	case http.MethodPut:
+		return s.intentionPutExact(w, r)
+	default:
+		return s.intentionDeleteExact(w, r)
+	}
+}
+
+// parseIntentionName reads a source or destination: a service name, "*",
+// or "default/<name>" (the only namespace).
+func parseIntentionName(param, input string) (string, error) {
+	ns, name, ok := strings.Cut(input, "/")
+	if !ok {
+		return input, nil
+	}
+	if strings.Contains(name, "/") {
+		return "", fmt.Errorf("%s %q is invalid: input can contain at most one '/'", param, input)
+	}
+	if ns != structs.IntentionDefaultNamespace {
+		return "", fmt.Errorf("%s %q is invalid: Namespaces are a Consul Enterprise feature", param, input)
+	}
+	return name, nil
+}
+
+// parseIntentionQueryExact reads ?source= and ?destination=, each required
+// exactly once and non-empty.
+func parseIntentionQueryExact(r *http.Request) (*structs.IntentionQueryExact, error) {
+	q := r.URL.Query()
+	source, ok := q["source"]
+	if !ok || len(source) != 1 || source[0] == "" {
+		return nil, errors.New("required query parameter 'source' not set")
+	}
+	destination, ok := q["destination"]
+	if !ok || len(destination) != 1 || destination[0] == "" {
+		return nil, errors.New("required query parameter 'destination' not set")
+	}
+	src, err := parseIntentionName("source", source[0])
+	if err != nil {
+		return nil, err
+	}
+	dst, err := parseIntentionName("destination", destination[0])
+	if err != nil {
+		return nil, err
+	}
+	return &structs.IntentionQueryExact{SourceName: src, DestinationName: dst}, nil
+}
+
+func (s *Server) intentionGetExact(w http.ResponseWriter, r *http.Request) (any, error) {
+	args := structs.IntentionQueryRequest{}
+	if err := s.parseQuery(r, &args.QueryOptions); err != nil {
+		return nil, err
+	}
+	exact, err := parseIntentionQueryExact(r)
+	if err != nil {
+		return nil, err
+	}
+	args.Exact = exact
+	var out structs.IndexedIntentions
+	err = s.rpc.RPC(r.Context(), structs.MethodIntentionGet, &args, &out)
+	setMeta(w, &out.QueryMeta, &args.QueryOptions)
+	if err != nil {
+		if strings.Contains(err.Error(), errIntentionNotFound) {
+			return nil, &httpError{code: http.StatusNotFound, msg: err.Error()}
+		}
+		return nil, err
+	}
+	if len(out.Intentions) == 0 {
+		w.WriteHeader(http.StatusNotFound)
+		return nil, nil
+	}
+	return out.Intentions[0], nil
+}
+
+// intentionPutExact creates or replaces the intention from the body under
+// the source and destination of the URL; it answers true.
+func (s *Server) intentionPutExact(w http.ResponseWriter, r *http.Request) (any, error) {
+	exact, err := parseIntentionQueryExact(r)
+	if err != nil {
+		return nil, err
+	}
+	args := structs.IntentionRequest{Op: structs.IntentionOpUpsert}
+	s.parseWrite(r, &args.WriteRequest)
+	var ixn structs.Intention
+	if err := decodeRequest(r, &ixn); err != nil {
+		return nil, err
+	}
+	// The identity comes from the URL; a legacy ID in the body is dropped.
+	ixn.ID = ""
+	ixn.SourceName, ixn.DestinationName = exact.SourceName, exact.DestinationName
+	ixn.SourceNS, ixn.DestinationNS = structs.IntentionDefaultNamespace, structs.IntentionDefaultNamespace
+	args.Intention = &ixn
+	var ignored string
+	if err := s.rpc.RPC(r.Context(), structs.MethodIntentionApply, &args, &ignored); err != nil {
+		return nil, err
+	}
+	return true, nil
+}
+
+// intentionDeleteExact deletes the intention; a missing one is not an
+// error. It answers true.
+func (s *Server) intentionDeleteExact(w http.ResponseWriter, r *http.Request) (any, error) {
+	exact, err := parseIntentionQueryExact(r)
+	if err != nil {
+		return nil, err
+	}
+	args := structs.IntentionRequest{Op: structs.IntentionOpDelete, Intention: &structs.Intention{
+		SourceName: exact.SourceName, DestinationName: exact.DestinationName,
+	}}
+	s.parseWrite(r, &args.WriteRequest)
+	var ignored string
+	if err := s.rpc.RPC(r.Context(), structs.MethodIntentionApply, &args, &ignored); err != nil {
+		return nil, err
+	}
+	return true, nil
+}
+
+// intentionMatch serves GET /v1/connect/intentions/match?by=&name=...: a
+// map from each name to the intentions that apply to it, by precedence.
+func (s *Server) intentionMatch(w http.ResponseWriter, r *http.Request) (any, error) {
+	args := structs.IntentionQueryRequest{Match: &structs.IntentionQueryMatch{}}
+	if err := s.parseQuery(r, &args.QueryOptions); err != nil {
+		return nil, err
+	}
+	q := r.URL.Query()
+	by, ok := q["by"]
+	if !ok || len(by) != 1 {
+		return nil, errors.New("required query parameter 'by' not set")
+	}
+	switch t := structs.IntentionMatchType(by[0]); t {
+	case structs.IntentionMatchSource, structs.IntentionMatchDestination:
+		args.Match.Type = t
+	default:
+		return nil, errors.New("'by' parameter must be one of 'source' or 'destination'")
+	}
+	names, ok := q["name"]
+	if !ok || len(names) == 0 {
+		return nil, errors.New("required query parameter 'name' not set")
+	}
+	for _, n := range names {
+		name, err := parseIntentionName("name", n)
+		if err != nil {
+			return nil, err
+		}
+		args.Match.Names = append(args.Match.Names, name)
+	}
+	var out structs.IndexedIntentionMatches
+	err := s.rpc.RPC(r.Context(), structs.MethodIntentionMatch, &args, &out)
+	setMeta(w, &out.QueryMeta, &args.QueryOptions)
+	if err != nil {
+		return nil, err
+	}
+	if len(out.Matches) != len(names) {
+		return nil, errors.New("internal error: match response count didn't match input count")
+	}
+	resp := make(map[string]structs.Intentions, len(names))
+	for i, ixns := range out.Matches {
+		if ixns == nil {
+			ixns = structs.Intentions{}
+		}
+		resp[names[i]] = ixns
+	}
+	return resp, nil
+}
+
+// intentionCheck serves GET /v1/connect/intentions/check?source=&destination=:
+// {"Allowed": bool}.
+func (s *Server) intentionCheck(w http.ResponseWriter, r *http.Request) (any, error) {
+	args := structs.IntentionQueryRequest{Check: &structs.IntentionQueryCheck{SourceType: structs.IntentionSourceConsul}}
+	if err := s.parseQuery(r, &args.QueryOptions); err != nil {
+		return nil, err
+	}
+	q := r.URL.Query()
+	if st, ok := q["source-type"]; ok && len(st) > 0 {
+		args.Check.SourceType = structs.IntentionSourceType(st[0])
+	}
+	source, ok := q["source"]
+	if !ok || len(source) != 1 {
+		return nil, errors.New("required query parameter 'source' not set")
+	}
+	destination, ok := q["destination"]
+	if !ok || len(destination) != 1 {
+		return nil, errors.New("required query parameter 'destination' not set")
+	}
+	var err error
+	if args.Check.SourceName, err = parseIntentionName("source", source[0]); err != nil {
+		return nil, err
+	}
+	if args.Check.DestinationName, err = parseIntentionName("destination", destination[0]); err != nil {
+		return nil, err
+	}
+	var out structs.IntentionQueryCheckResponse
+	if err := s.rpc.RPC(r.Context(), structs.MethodIntentionCheck, &args, &out); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

@@ -1,0 +1,485 @@
+// Package leafcert is the agent's leaf certificate manager: it holds one
+// Connect leaf certificate per service, signed by the servers' CA, and keeps
+// it fresh.
+//
+// For each service asked for, the manager makes a private key and a CSR for
+// the service's SPIFFE identity, has a server sign it (ConnectCA.Sign), and
+// caches the result: every request for that service gets the same
+// certificate until it is renewed. A certificate is renewed at a random
+// point between 60 % and 90 % of its lifetime, and, when the CA's active
+// root changes (the manager watches the roots with a blocking query), after
+// a random delay within RootChangeJitter, so that a rotation does not send
+// every agent's every CSR to the leader at once. A blocking Get returns as
+// soon as the certificate changes. Services not asked for during IdleTTL
+// are dropped.
+//
+// The manager owns one goroutine watching the roots and one per cached
+// service; Stop ends and waits for all of them.
+package leafcert
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/trellis-mesh/trellis/connect"
+	"github.com/trellis-mesh/trellis/connect/ca"
+	"github.com/trellis-mesh/trellis/structs"
+)
+
+// RPC is how the manager reaches the servers (the agent's RPC client, or
+// the local server on a server agent). Methods used: ConnectCA.Roots and
+// ConnectCA.Sign.
+type RPC interface {
+	RPC(ctx context.Context, method string, args, reply any) error
+}
+
+// Errors of the manager.
+var (
+	// ErrStopped is returned by Get after Stop.
+	ErrStopped = errors.New("leafcert: manager stopped")
+	// ErrMissingService is returned by Get without a service name.
+	ErrMissingService = errors.New("leafcert: service name is required")
+	// ErrTimeout is returned by a Get that found no certificate in time
+	// while the CA was not initialized.
+	ErrTimeout = errors.New("leafcert: timed out waiting for a leaf certificate")
+	// errNoRoots is a fetch before the roots (and trust domain) are known.
+	errNoRoots = errors.New("CA is uninitialized and unable to sign certificates yet: no active root")
+)
+
+// Defaults.
+const (
+	// DefaultRootChangeJitter is Consul's caChangeJitterWindow.
+	DefaultRootChangeJitter = 30 * time.Second
+	// DefaultRateLimitRetry is the window a rate-limited request retries
+	// within (uniformly spread, as Consul does after a rate-limit error).
+	DefaultRateLimitRetry = 30 * time.Second
+	DefaultRetryMin       = time.Second
+	DefaultRetryMax       = time.Minute
+	// DefaultIdleTTL is how long an unrequested leaf is kept (Consul's
+	// agent cache keeps leaves three days).
+	DefaultIdleTTL = 72 * time.Hour
+	// DefaultFirstFetchTimeout bounds how long a Get waits for a
+	// service's first certificate while the CA is not initialized.
+	DefaultFirstFetchTimeout = time.Minute
+	// defaultRootsWait is the blocking time of the roots watch.
+	defaultRootsWait = 10 * time.Minute
+	// defaultQueryWait and maxQueryWait bound a blocking Get, as Consul's
+	// blocking queries.
+	defaultQueryWait = 5 * time.Minute
+	maxQueryWait     = 10 * time.Minute
+	// rpcTimeout bounds one sign or roots call beyond its blocking time.
+	rpcTimeout = 30 * time.Second
+	// minRenewDelay keeps a very short-lived certificate from being
+	// re-requested in a tight loop.
+	minRenewDelay = time.Second
+)
+
+// Config holds the manager's dependencies and tuning. Zero durations take
+// the defaults above; a negative RootChangeJitter re-issues at once.
+type Config struct {
+	// RPC reaches the servers. Required.
+	RPC RPC
+	// Datacenter is this agent's datacenter: the dc of every identity.
+	// Required.
+	Datacenter string
+	// Logger defaults to discarding.
+	Logger *slog.Logger
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+
+	RootChangeJitter  time.Duration
+	RateLimitRetry    time.Duration
+	RetryMin          time.Duration
+	RetryMax          time.Duration
+	IdleTTL           time.Duration
+	FirstFetchTimeout time.Duration
+	// RootsWait is the blocking time of the roots watch query.
+	RootsWait time.Duration
+}
+
+// Manager caches and renews leaf certificates. Create it with New, call
+// Start, and Stop it when done.
+type Manager struct {
+	cfg    Config
+	logger *slog.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu sync.Mutex
+	// Guarded by mu:
+	started bool
+	stopped bool
+	roots   *structs.IndexedCARoots
+	// rootsChanged is closed and replaced whenever the active root (or
+	// trust domain) changes.
+	rootsChanged chan struct{}
+	entries      map[string]*entry
+}
+
+// entry is one service's leaf. Its fields are guarded by Manager.mu.
+type entry struct {
+	service string
+	cert    *structs.IssuedCert
+	// signer is the colon-hex AuthorityKeyId of cert: which root's key
+	// signed it, compared with the active root's SigningKeyID.
+	signer string
+	// err is the last fetch failure, cleared by a success.
+	err error
+	// changed is closed and replaced whenever cert or err changes.
+	changed  chan struct{}
+	lastUsed time.Time
+	removed  bool
+}
+
+// New checks the configuration. Nothing runs until Start.
+func New(cfg Config) (*Manager, error) {
+	if cfg.RPC == nil {
+		return nil, errors.New("leafcert: RPC is required")
+	}
+	if cfg.Datacenter == "" {
+		return nil, errors.New("leafcert: Datacenter is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&cfg.RootChangeJitter, DefaultRootChangeJitter)
+	def(&cfg.RateLimitRetry, DefaultRateLimitRetry)
+	def(&cfg.RetryMin, DefaultRetryMin)
+	def(&cfg.RetryMax, DefaultRetryMax)
+	def(&cfg.IdleTTL, DefaultIdleTTL)
+	def(&cfg.FirstFetchTimeout, DefaultFirstFetchTimeout)
+	def(&cfg.RootsWait, defaultRootsWait)
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Manager{
+		cfg:          cfg,
+		logger:       cfg.Logger,
+		ctx:          ctx,
+		cancel:       cancel,
+		rootsChanged: make(chan struct{}),
+		entries:      make(map[string]*entry),
+	}, nil
+}
+
+// Start begins watching the CA roots.
+func (m *Manager) Start() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.started || m.stopped {
+		return
+	}
+	m.started = true
+	m.wg.Add(1)
+	go func() {
+		defer m.wg.Done()
+		m.watchRoots()
+	}()
+}
+
+// Stop ends every goroutine of the manager and waits for them. Blocked
+// Gets return ErrStopped.
+func (m *Manager) Stop() {
+	m.mu.Lock()
+	m.stopped = true
+	m.mu.Unlock()
+	m.cancel()
+	m.wg.Wait()
+}
+
+// Get returns the service's leaf certificate, with its private key. With
+// minIndex > 0 it blocks until the certificate's ModifyIndex passes
+// minIndex or wait elapses (0 means 5 minutes, at most 10), then returns
+// the current one. The first request for a service waits for the first
+// certificate. The returned value is the caller's copy.
+func (m *Manager) Get(ctx context.Context, service string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, error) {
+	if service == "" {
+		return nil, ErrMissingService
+	}
+	if wait <= 0 {
+		wait = defaultQueryWait
+	}
+	wait = min(wait, maxQueryWait)
+	start := m.cfg.Now()
+	blockUntil := start.Add(wait + rand.N(wait/16+1))
+	firstUntil := start.Add(max(m.cfg.FirstFetchTimeout, time.Millisecond))
+	for {
+		e, err := m.entry(service)
+		if err != nil {
+			return nil, err
+		}
+		m.mu.Lock()
+		cert, ferr, ch, removed := e.cert, e.err, e.changed, e.removed
+		m.mu.Unlock()
+		if removed {
+			continue
+		}
+		if cert != nil && (minIndex == 0 || cert.ModifyIndex > minIndex) {
+			c := *cert
+			return &c, nil
+		}
+		until := blockUntil
+		if cert == nil {
+			if ferr != nil && !waitable(ferr) {
+				return nil, ferr
+			}
+			until = firstUntil
+		}
+		timer := time.NewTimer(until.Sub(m.cfg.Now()))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return nil, ctx.Err()
+		case <-m.ctx.Done():
+			timer.Stop()
+			return nil, ErrStopped
+		case <-ch:
+			timer.Stop()
+		case <-timer.C:
+			if cert != nil {
+				c := *cert
+				return &c, nil
+			}
+			if ferr != nil {
+				return nil, fmt.Errorf("%w: %w", ErrTimeout, ferr)
+			}
+			return nil, ErrTimeout
+		}
+	}
+}
+
+// entry returns the service's entry, creating it (and its goroutine) on
+// first use, and records the use.
+func (m *Manager) entry(service string) (*entry, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.stopped || !m.started {
+		return nil, ErrStopped
+	}
+	e, ok := m.entries[service]
+	if !ok {
+		e = &entry{service: service, changed: make(chan struct{})}
+		m.entries[service] = e
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.run(e)
+		}()
+	}
+	e.lastUsed = m.cfg.Now()
+	return e, nil
+}
+
+// waitable reports whether a first Get should keep waiting through a
+// fetch error: only while the CA does not exist yet (an agent started
+// together with its servers). Any other error, a rate limit included,
+// is returned to the caller as Consul's agent does (the HTTP API answers
+// 429 to a rate limit); the manager keeps retrying in the background, so a
+// later request finds the certificate.
+func waitable(err error) bool {
+	return errors.Is(err, errNoRoots) || strings.HasPrefix(err.Error(), "CA is uninitialized")
+}
+
+// run keeps one service's certificate fresh until the manager stops or
+// the service goes unrequested for IdleTTL.
+func (m *Manager) run(e *entry) {
+	var (
+		next    time.Time // when to fetch; zero means now
+		backoff time.Duration
+	)
+	for {
+		now := m.cfg.Now()
+		if !next.After(now) {
+			if err := m.fetch(e); err != nil {
+				next, backoff = now.Add(m.retryDelay(err, backoff)), nextBackoff(backoff, m.cfg.RetryMin, m.cfg.RetryMax)
+				m.logger.Debug("leaf certificate request failed", "service", e.service, "error", err, "retry_at", next)
+			} else {
+				backoff = 0
+				next = m.renewAt(e, now)
+			}
+		}
+		m.mu.Lock()
+		rootsCh := m.rootsChanged
+		idleAt := e.lastUsed.Add(m.cfg.IdleTTL)
+		m.mu.Unlock()
+		d := min(next.Sub(now), idleAt.Sub(now))
+		timer := time.NewTimer(max(d, 0))
+		select {
+		case <-m.ctx.Done():
+			timer.Stop()
+			return
+		case <-rootsCh:
+			timer.Stop()
+			if !m.hasCert(e) {
+				// Waiting for the CA to exist: try now.
+				next = m.cfg.Now()
+			} else if m.staleSigner(e) {
+				at := m.cfg.Now().Add(jitter(m.cfg.RootChangeJitter))
+				if at.Before(next) {
+					next = at
+				}
+			}
+		case <-timer.C:
+			if m.removeIfIdle(e) {
+				return
+			}
+		}
+	}
+}
+
+// fetch makes a new key and CSR for the entry's service and has the
+// servers sign it.
+func (m *Manager) fetch(e *entry) error {
+	m.mu.Lock()
+	roots := m.roots
+	m.mu.Unlock()
+	if roots == nil || roots.TrustDomain == "" || roots.ActiveRootID == "" {
+		m.setError(e, errNoRoots)
+		return errNoRoots
+	}
+	id := connect.NewServiceID(roots.TrustDomain, m.cfg.Datacenter, e.service)
+	csrPEM, keyPEM, err := ca.NewLeafCSR(id)
+	if err != nil {
+		m.setError(e, err)
+		return err
+	}
+	ctx, cancel := context.WithTimeout(m.ctx, rpcTimeout)
+	defer cancel()
+	var reply structs.IssuedCert
+	err = m.cfg.RPC.RPC(ctx, structs.MethodConnectCASign, &structs.CASignRequest{
+		CSR: csrPEM, WriteRequest: structs.WriteRequest{Datacenter: m.cfg.Datacenter},
+	}, &reply)
+	if err != nil {
+		m.setError(e, err)
+		return err
+	}
+	leaf, err := ca.ParseCert(reply.CertPEM)
+	if err != nil {
+		m.setError(e, err)
+		return fmt.Errorf("leafcert: server returned an unreadable certificate: %w", err)
+	}
+	reply.PrivateKeyPEM = keyPEM
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	// Index is per service and only moves forward: leaves signed from one
+	// reserved serial block share their Raft index, and a blocking
+	// client must still see every new leaf as a change.
+	if e.cert != nil && reply.ModifyIndex <= e.cert.ModifyIndex {
+		reply.ModifyIndex = e.cert.ModifyIndex + 1
+	}
+	e.cert, e.err = &reply, nil
+	e.signer = connect.HexString(leaf.AuthorityKeyId)
+	close(e.changed)
+	e.changed = make(chan struct{})
+	return nil
+}
+
+// setError records a failed fetch; a blocked first Get sees it.
+func (m *Manager) setError(e *entry, err error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	e.err = err
+	close(e.changed)
+	e.changed = make(chan struct{})
+}
+
+// renewAt picks when to renew the entry's certificate: uniformly between
+// 60 % and 90 % of its lifetime (Consul's soft expiry), or sooner when it
+// is already not from the active root.
+func (m *Manager) renewAt(e *entry, now time.Time) time.Time {
+	if m.staleSigner(e) {
+		return now.Add(max(jitter(m.cfg.RootChangeJitter), minRenewDelay))
+	}
+	m.mu.Lock()
+	cert := e.cert
+	m.mu.Unlock()
+	life := cert.ValidBefore.Sub(cert.ValidAfter)
+	at := cert.ValidAfter.Add(time.Duration(float64(life) * (0.6 + 0.3*rand.Float64())))
+	return maxTime(at, now.Add(minRenewDelay))
+}
+
+// hasCert reports whether the entry holds a certificate.
+func (m *Manager) hasCert(e *entry) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return e.cert != nil
+}
+
+// staleSigner reports whether the entry's certificate was signed by a key
+// other than the active root's.
+func (m *Manager) staleSigner(e *entry) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if e.cert == nil || m.roots == nil {
+		return false
+	}
+	for _, r := range m.roots.Roots {
+		if r.ID == m.roots.ActiveRootID {
+			return r.SigningKeyID != "" && r.SigningKeyID != e.signer
+		}
+	}
+	return false
+}
+
+// removeIfIdle drops an entry no one asked for during IdleTTL.
+func (m *Manager) removeIfIdle(e *entry) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.cfg.Now().Before(e.lastUsed.Add(m.cfg.IdleTTL)) {
+		return false
+	}
+	delete(m.entries, e.service)
+	e.removed = true
+	close(e.changed)
+	e.changed = make(chan struct{})
+	return true
+}
+
+// retryDelay is the wait after a failed fetch: uniformly within
+// RateLimitRetry when the servers pushed back (so that a rejected burst
+// spreads out), otherwise the current backoff with jitter.
+func (m *Manager) retryDelay(err error, backoff time.Duration) time.Duration {
+	if errors.Is(err, structs.ErrRateLimited) {
+		return max(jitter(m.cfg.RateLimitRetry), 10*time.Millisecond)
+	}
+	if backoff == 0 {
+		backoff = m.cfg.RetryMin
+	}
+	return backoff/2 + jitter(backoff/2)
+}
+
+func nextBackoff(cur, lo, hi time.Duration) time.Duration {
+	if cur == 0 {
+		return lo
+	}
+	return min(2*cur, hi)
+}
+
+// jitter is a uniform random duration in [0, d); 0 for d <= 0.
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return rand.N(d)
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}

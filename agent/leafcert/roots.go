@@ -1,0 +1,89 @@
+package leafcert
+
+import (
+	"context"
+	"time"
+
+	"github.com/trellis-mesh/trellis/structs"
+)
+
+// watchRoots follows the CA roots with a blocking query until the manager
+// stops, publishing each new active root to the entries.
+func (m *Manager) watchRoots() {
+	var (
+		index   uint64
+		backoff time.Duration
+	)
+	for {
+		var reply structs.IndexedCARoots
+		ctx, cancel := context.WithTimeout(m.ctx, m.cfg.RootsWait+rpcTimeout)
+		err := m.cfg.RPC.RPC(ctx, structs.MethodConnectCARoots, &structs.DCSpecificRequest{
+			QueryOptions: structs.QueryOptions{Datacenter: m.cfg.Datacenter, MinQueryIndex: index, MaxQueryTime: m.cfg.RootsWait},
+		}, &reply)
+		cancel()
+		if m.ctx.Err() != nil {
+			return
+		}
+		if err != nil {
+			backoff = nextBackoff(backoff, m.cfg.RetryMin, m.cfg.RetryMax)
+			m.logger.Debug("CA roots watch failed", "error", err, "retry_in", backoff)
+			if !m.sleep(backoff/2 + jitter(backoff/2)) {
+				return
+			}
+			continue
+		}
+		backoff = 0
+		// An index that went backwards (a restored snapshot) restarts the
+		// watch from scratch rather than waiting for it to catch up.
+		if reply.Index < index {
+			index = 0
+		} else {
+			index = reply.Index
+		}
+		m.setRoots(&reply)
+		if reply.ActiveRootID == "" {
+			// Before the leader has created the CA the roots index may
+			// not move for it; poll until it exists.
+			if !m.sleep(m.cfg.RetryMin) {
+				return
+			}
+			index = 0
+		}
+	}
+}
+
+// setRoots stores the roots and wakes the entries when the active root or
+// trust domain changed.
+func (m *Manager) setRoots(r *structs.IndexedCARoots) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	prev := m.roots
+	m.roots = r
+	if prev == nil || prev.ActiveRootID != r.ActiveRootID || prev.TrustDomain != r.TrustDomain {
+		if prev != nil && prev.ActiveRootID != "" && prev.ActiveRootID != r.ActiveRootID {
+			m.logger.Info("CA root changed, leaf certificates will be re-issued", "old", prev.ActiveRootID, "new", r.ActiveRootID)
+		}
+		close(m.rootsChanged)
+		m.rootsChanged = make(chan struct{})
+	}
+}
+
+// Roots returns the roots the manager last saw (nil before the first
+// answer). The caller must not modify them.
+func (m *Manager) Roots() *structs.IndexedCARoots {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.roots
+}
+
+// sleep waits d, reporting false when the manager stops first.
+func (m *Manager) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-m.ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}

@@ -1,0 +1,146 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/trellis-mesh/trellis/connect/ca"
+	"github.com/trellis-mesh/trellis/structs"
+)
+
+// caPruneInterval is how often the leader drops roots that can no longer
+// have a valid leaf (Consul's caRootPruneInterval).
+const caPruneInterval = time.Hour
+
+// caBootstrapRetryMax bounds the wait between failed bootstrap attempts.
+const caBootstrapRetryMax = 30 * time.Second
+
+// startConnectCA runs the leader's CA duties for one term: it creates the
+// CA if the cluster has none (retrying until it succeeds or leadership
+// ends), then prunes expired roots periodically. The leader loop calls it
+// after its barrier and defers the returned function, which stops the
+// duties and waits for them.
+func (s *Server) startConnectCA(ctx context.Context) (stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.runConnectCALeader(ctx)
+	}()
+	return func() {
+		cancel()
+		wg.Wait()
+	}
+}
+
+func (s *Server) runConnectCALeader(ctx context.Context) {
+	s.connectCA.resetSerials()
+	backoff := 100 * time.Millisecond
+	for {
+		err := s.bootstrapConnectCA()
+		if err == nil {
+			break
+		}
+		s.logger.Error("failed to initialize the Connect CA, will retry", "error", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, caBootstrapRetryMax)
+	}
+	prune := time.NewTicker(caPruneInterval)
+	defer prune.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-prune.C:
+			if err := s.pruneCARoots(time.Now()); err != nil {
+				s.logger.Warn("failed to prune old CA roots", "error", err)
+			}
+		}
+	}
+}
+
+// bootstrapConnectCA creates the cluster ID, the configuration and the
+// first root through Raft when the store has none. It is idempotent: a
+// leader that finds an active root does nothing.
+func (s *Server) bootstrapConnectCA() error {
+	c := &s.connectCA
+	c.admin.Lock()
+	defer c.admin.Unlock()
+	st := s.fsm.State()
+	_, cfg, err := st.CAConfig(nil)
+	if err != nil {
+		return err
+	}
+	_, active, err := st.CARootActive(nil)
+	if err != nil {
+		return err
+	}
+	if cfg != nil && active != nil {
+		return nil
+	}
+	if cfg == nil {
+		id, err := newClusterID()
+		if err != nil {
+			return err
+		}
+		cfg = &structs.CAConfiguration{ClusterID: id, Provider: structs.ConsulCAProvider, Config: ca.DefaultConfigMap()}
+	}
+	parsed, err := ca.ParseConfig(cfg.Config)
+	if err != nil {
+		return err
+	}
+	return s.rotateCA(st, cfg, parsed)
+}
+
+// pruneCARoots removes inactive roots that no valid leaf can chain to any
+// more: expired ones, and ones rotated out more than twice the leaf TTL
+// ago (Consul's rule), by which time every leaf they signed has expired.
+func (s *Server) pruneCARoots(now time.Time) error {
+	c := &s.connectCA
+	c.admin.Lock()
+	defer c.admin.Unlock()
+	st := s.fsm.State()
+	_, cfg, err := st.CAConfig(nil)
+	if err != nil || cfg == nil {
+		return err
+	}
+	parsed, err := ca.ParseConfig(cfg.Config)
+	if err != nil {
+		return err
+	}
+	_, roots, err := st.CARoots(nil)
+	if err != nil {
+		return err
+	}
+	stale := prunableRoots(roots, parsed.LeafCertTTL, now)
+	if len(stale) == 0 {
+		return nil
+	}
+	_, err = s.raftApply(structs.ConnectCARequestType, &structs.CARequest{Op: structs.CAOpPruneRoots, Roots: stale})
+	if err == nil {
+		s.logger.Info("pruned old CA roots", "count", len(stale))
+	}
+	return err
+}
+
+// prunableRoots picks the inactive roots no valid leaf can depend on.
+func prunableRoots(roots structs.CARoots, leafTTL time.Duration, now time.Time) structs.CARoots {
+	var out structs.CARoots
+	for _, r := range roots {
+		if r.Active {
+			continue
+		}
+		expired := !r.NotAfter.IsZero() && now.After(r.NotAfter)
+		retired := !r.RotatedOutAt.IsZero() && now.Sub(r.RotatedOutAt) > 2*leafTTL
+		if expired || retired {
+			out = append(out, &structs.CARoot{ID: r.ID})
+		}
+	}
+	return out
+}

@@ -1,0 +1,78 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"time"
+)
+
+// csrLimitWait is how long a signing request may queue for a token before
+// it is refused with ErrRateLimited (Consul's csrLimitWait). Refusing
+// quickly pushes back on agents, which retry later with jitter, instead of
+// piling requests up on the leader.
+const csrLimitWait = 500 * time.Millisecond
+
+// tokenBucket is a token bucket with a burst of one, as Consul's CSR
+// limiter (a hard rate with no bursting). Its zero value is ready; the rate
+// is given on every call so that a configuration change applies at once.
+type tokenBucket struct {
+	mu sync.Mutex
+	// rate (tokens per second), tokens and last are guarded by mu. tokens
+	// goes negative when callers are queued behind future tokens.
+	rate   float64
+	tokens float64
+	last   time.Time
+}
+
+// reserve takes a token at now, returning how long the caller must wait
+// for it, or false (taking nothing) when that is longer than maxWait.
+func (b *tokenBucket) reserve(now time.Time, rate float64, maxWait time.Duration) (time.Duration, bool) {
+	const burst = 1.0
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if rate != b.rate || b.last.IsZero() {
+		b.rate, b.tokens, b.last = rate, burst, now
+	}
+	if elapsed := now.Sub(b.last); elapsed > 0 {
+		b.tokens = min(burst, b.tokens+elapsed.Seconds()*rate)
+		b.last = now
+	}
+	b.tokens--
+	if b.tokens >= 0 {
+		return 0, true
+	}
+	wait := time.Duration(-b.tokens / rate * float64(time.Second))
+	if wait > maxWait {
+		b.tokens++
+		return 0, false
+	}
+	return wait, true
+}
+
+// release gives back a token whose wait was abandoned.
+func (b *tokenBucket) release() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.tokens = min(1, b.tokens+1)
+}
+
+// wait blocks until a token at rate per second is the caller's. It reports
+// false when none comes within maxWait or ctx ends first.
+func (b *tokenBucket) wait(ctx context.Context, rate float64, maxWait time.Duration) bool {
+	d, ok := b.reserve(time.Now(), rate, maxWait)
+	if !ok {
+		return false
+	}
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		b.release()
+		return false
+	}
+}
