@@ -212,7 +212,7 @@ func (a *Agent) onSerfEvent(ev serf.Event) {
 
 func (a *Agent) startHTTP() error {
 	rc := a.rc
-	leafCerts, authorizer := connectHTTPConfig(a.leaf)
+	leafCerts, authorizer := a.connectHTTPConfig(a.leaf)
 	api, err := httpapi.New(httpapi.Config{
 		RPC:               a,
 		Logger:            a.logger.With("component", "http"),

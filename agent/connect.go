@@ -1,8 +1,14 @@
 package agent
 
 import (
+	"context"
+	"fmt"
+
 	"github.com/trellis-mesh/trellis/agent/httpapi"
 	"github.com/trellis-mesh/trellis/agent/leafcert"
+	"github.com/trellis-mesh/trellis/connect"
+	"github.com/trellis-mesh/trellis/connect/intentions"
+	"github.com/trellis-mesh/trellis/structs"
 )
 
 // Connect wiring: the leaf certificate manager and the authorize endpoint.
@@ -23,14 +29,56 @@ func (a *Agent) startConnect() (*leafcert.Manager, error) {
 	return m, nil
 }
 
-// connectHTTPConfig returns the Connect dependencies of the HTTP API. The
-// authorizer is httpapi.DefaultAllowAuthorizer (allow, as Consul with ACLs
-// disabled and no intentions) until intentions provide one: that is the
-// place to plug it in.
-func connectHTTPConfig(leaf *leafcert.Manager) (httpapi.LeafCerts, httpapi.ConnectAuthorizer) {
+// connectHTTPConfig returns the Connect dependencies of the HTTP API: the
+// leaf manager, and an authorizer that decides by intentions.
+func (a *Agent) connectHTTPConfig(leaf *leafcert.Manager) (httpapi.LeafCerts, httpapi.ConnectAuthorizer) {
 	var lc httpapi.LeafCerts
 	if leaf != nil {
 		lc = leaf
 	}
-	return lc, httpapi.DefaultAllowAuthorizer{}
+	return lc, intentionAuthorizer{rpc: a, dc: a.rc.Datacenter}
+}
+
+// intentionAuthorizer answers /v1/agent/connect/authorize from the
+// intentions that apply to the target, as Consul does: the
+// highest-precedence matching intention decides (one with L7 permissions
+// denies a plain connection, which cannot be checked at L4), and without
+// one the servers' default policy does.
+type intentionAuthorizer struct {
+	rpc interface {
+		RPC(ctx context.Context, method string, args, reply any) error
+	}
+	dc string
+}
+
+func (z intentionAuthorizer) ConnectAuthorize(ctx context.Context, target string, client *connect.SpiffeIDService, _ string) (bool, string, error) {
+	var matches structs.IndexedIntentionMatches
+	err := z.rpc.RPC(ctx, structs.MethodIntentionMatch, &structs.IntentionQueryRequest{
+		Match:        &structs.IntentionQueryMatch{Type: structs.IntentionMatchDestination, Names: []string{target}},
+		QueryOptions: structs.QueryOptions{Datacenter: z.dc, AllowStale: true},
+	}, &matches)
+	if err != nil {
+		return false, "", err
+	}
+	var ixns structs.Intentions
+	for _, m := range matches.Matches {
+		ixns = append(ixns, m...)
+	}
+	d := intentions.Evaluate(ixns, client.Service, target, false, nil)
+	if d.Intention != nil {
+		kind := "L4"
+		if d.HasPermissions {
+			kind = "L7"
+		}
+		return d.Allowed, fmt.Sprintf("Matched %s intention: %s", kind, d.Intention), nil
+	}
+	var check structs.IntentionQueryCheckResponse
+	err = z.rpc.RPC(ctx, structs.MethodIntentionCheck, &structs.IntentionQueryRequest{
+		Check:        &structs.IntentionQueryCheck{SourceName: client.Service, DestinationName: target, SourceType: structs.IntentionSourceConsul},
+		QueryOptions: structs.QueryOptions{Datacenter: z.dc, AllowStale: true},
+	}, &check)
+	if err != nil {
+		return false, "", err
+	}
+	return check.Allowed, "Default behavior configured by ACLs", nil
 }
