@@ -225,6 +225,11 @@ func (s *Server) LeaderAddr() string {
 func (s *Server) MemberEvent(ev serf.MemberEvent) {
 	s.maybeBootstrap()
 	for _, m := range ev.Members {
+		if ev.Type == serf.EventMemberReap {
+			// Serf gave up on a failed member after the reconnect timeout:
+			// treat it as gone, which deregisters it.
+			m.Status = serf.StatusLeft
+		}
 		select {
 		case s.reconcileCh <- m:
 		default:

@@ -1,0 +1,213 @@
+package proxycfg
+
+import (
+	"github.com/trellis-mesh/trellis/structs"
+)
+
+// ConfigSnapshot is everything needed to configure one proxy or gateway at
+// one moment. Snapshots are immutable once delivered and shared by every
+// watcher of the proxy: read them, never modify them (including the
+// data-source results they point to). Each delivery is a fresh value, so a
+// consumer may keep an old snapshot and compare it with a new one.
+//
+// Exactly one of the kind-specific parts is set, matching Kind.
+type ConfigSnapshot struct {
+	// ProxyID is the ID the proxy was registered and watched under. It
+	// holds the ACL token: log ProxyID.String(), never the struct.
+	ProxyID ProxyID
+	Kind    structs.ServiceKind
+	// Service is the proxy's registration (address, port, Proxy block
+	// with its upstreams, expose paths, ...).
+	Service *structs.NodeService
+	// Datacenter is the local datacenter.
+	Datacenter string
+	// Version increases with every snapshot delivered for ProxyID,
+	// across restarts of its state machine.
+	Version uint64
+
+	// Roots are the trusted CA roots (always set).
+	Roots *structs.IndexedCARoots
+	// MeshConfig is the mesh config entry, nil when none exists.
+	MeshConfig *structs.MeshConfigEntry
+	// IntentionDefaultAllow decides connections no intention matches.
+	IntentionDefaultAllow bool
+
+	ConnectProxy       *ConnectProxySnapshot
+	MeshGateway        *MeshGatewaySnapshot
+	IngressGateway     *IngressGatewaySnapshot
+	TerminatingGateway *TerminatingGatewaySnapshot
+}
+
+// TrustDomain is the mesh's trust domain ("<cluster id>.consul"), from the
+// roots.
+func (s *ConfigSnapshot) TrustDomain() string {
+	if s.Roots == nil {
+		return ""
+	}
+	return s.Roots.TrustDomain
+}
+
+// Leaf is the certificate the proxy presents: the sidecar's (for its
+// destination service) or the ingress gateway's; nil for other kinds.
+func (s *ConfigSnapshot) Leaf() *structs.IssuedCert {
+	switch {
+	case s.ConnectProxy != nil:
+		return s.ConnectProxy.Leaf
+	case s.IngressGateway != nil:
+		return s.IngressGateway.Leaf
+	}
+	return nil
+}
+
+// ConnectProxySnapshot is the sidecar-specific part of a snapshot.
+type ConnectProxySnapshot struct {
+	// Leaf is the certificate of the proxied (destination) service.
+	Leaf *structs.IssuedCert
+	// Intentions are those applying to connections to the destination
+	// service, highest precedence first (possibly empty).
+	Intentions structs.Intentions
+	// ServiceConfig is the merged proxy-defaults and service-defaults of
+	// the destination service (protocol, mode, expose, ...).
+	ServiceConfig *ServiceConfigResponse
+	// Mode is the effective proxy mode: the registration's, else the
+	// central configuration's.
+	Mode structs.ProxyMode
+	// Upstreams are the explicit upstreams of the registration and, in
+	// transparent mode, the implicit ones (CentrallyConfigured), by ID.
+	// Prepared-query upstreams are not supported and are absent.
+	Upstreams map[UpstreamID]*UpstreamSnapshot
+}
+
+// UpstreamID identifies an upstream of a proxy or an ingress gateway: the
+// destination service name, followed by "?dc=<dc>" when the upstream names
+// a datacenter (Consul's convention, so that two upstreams to one service
+// in different datacenters stay apart).
+type UpstreamID string
+
+// NewUpstreamID returns the ID of an upstream definition.
+func NewUpstreamID(u *structs.Upstream) UpstreamID {
+	if u.Datacenter != "" {
+		return UpstreamID(u.DestinationName + "?dc=" + u.Datacenter)
+	}
+	return UpstreamID(u.DestinationName)
+}
+
+// UpstreamSnapshot is one upstream: its definition, its discovery chain
+// and the endpoints of every target of that chain.
+type UpstreamSnapshot struct {
+	ID UpstreamID
+	// Upstream is the definition: the registration's, or synthesized for
+	// implicit (transparent) and ingress upstreams.
+	Upstream *structs.Upstream
+	// Config is what the central configuration says about this upstream
+	// (service-defaults UpstreamConfig of the proxied service); nil when
+	// nothing.
+	Config *structs.UpstreamConfig
+	// Chain is the compiled discovery chain, nil until it is known (xDS
+	// should leave the upstream out until then).
+	Chain *structs.CompiledDiscoveryChain
+	// Endpoints maps each target ID of Chain to the target's Connect
+	// endpoints, every instance with its checks. A target missing from
+	// the map is not known yet; an empty list means no instance.
+	Endpoints map[string]structs.CheckServiceNodes
+	// GatewayEndpoints maps a datacenter to its mesh gateways, for the
+	// targets routed through mesh gateways (MeshGatewayDatacenter).
+	GatewayEndpoints map[string]structs.CheckServiceNodes
+}
+
+// MeshGatewayDatacenter says through which datacenter's mesh gateways a
+// proxy in localDC reaches target t: "" for direct (same datacenter, or
+// mode none), localDC for mode "local", the target's datacenter for mode
+// "remote".
+func MeshGatewayDatacenter(t *structs.DiscoveryTarget, localDC string) string {
+	if t == nil || t.Datacenter == "" || t.Datacenter == localDC {
+		return ""
+	}
+	switch t.MeshGateway.Mode {
+	case "local":
+		return localDC
+	case "remote":
+		return t.Datacenter
+	}
+	return ""
+}
+
+// IngressGatewaySnapshot is the ingress-gateway-specific part of a
+// snapshot.
+type IngressGatewaySnapshot struct {
+	// Leaf is the gateway's own certificate (it originates mTLS to
+	// upstreams).
+	Leaf *structs.IssuedCert
+	// Config is the gateway's config entry, nil when none exists.
+	Config *structs.IngressGatewayConfigEntry
+	// Listeners are keyed by (protocol, port).
+	Listeners map[IngressListenerKey]*IngressListenerSnapshot
+	// Upstreams are the exposed services by ID (their name), each with
+	// its chain and endpoints; several listeners may share one.
+	Upstreams map[UpstreamID]*UpstreamSnapshot
+}
+
+// IngressListenerKey identifies an ingress listener.
+type IngressListenerKey struct {
+	Protocol string
+	Port     int
+}
+
+// IngressListenerSnapshot is one ingress listener and what it exposes.
+type IngressListenerSnapshot struct {
+	Key IngressListenerKey
+	// Config is the listener's definition in the config entry (TLS, ...),
+	// nil if the entry does not (yet) list it.
+	Config *structs.IngressListener
+	// Services are the gateway services on this listener, by service
+	// name; Upstreams their IDs in the same order.
+	Services  []*GatewayService
+	Upstreams []UpstreamID
+}
+
+// TerminatingGatewaySnapshot is the terminating-gateway-specific part of a
+// snapshot.
+type TerminatingGatewaySnapshot struct {
+	// Services are the linked services by name.
+	Services map[string]*TerminatingService
+}
+
+// TerminatingService is one service linked to a terminating gateway,
+// with everything the gateway needs to stand in for it.
+type TerminatingService struct {
+	Link *GatewayService
+	// Endpoints are the service's own instances (not Connect
+	// endpoints), nil until known.
+	Endpoints structs.CheckServiceNodes
+	// Leaf is the service's certificate: the gateway presents it to
+	// mesh clients. Nil until known.
+	Leaf *structs.IssuedCert
+	// Intentions apply to connections to the service; IntentionsSet
+	// says whether they are known (an unknown list must deny, not allow).
+	Intentions    structs.Intentions
+	IntentionsSet bool
+	// Config is the service's merged central configuration (protocol),
+	// nil until known.
+	Config *ServiceConfigResponse
+	// Resolver is the service's resolver entry, nil when none exists.
+	Resolver *structs.ServiceResolverConfigEntry
+}
+
+// Ready reports whether everything needed to serve the service is known.
+func (t *TerminatingService) Ready() bool {
+	return t.Endpoints != nil && t.Leaf != nil && t.IntentionsSet && t.Config != nil
+}
+
+// MeshGatewaySnapshot is the mesh-gateway-specific part of a snapshot.
+type MeshGatewaySnapshot struct {
+	// Services maps each service of the local datacenter to its Connect
+	// endpoints (a service appears once they are known).
+	Services map[string]structs.CheckServiceNodes
+	// Resolvers are the service-resolver entries by service name (their
+	// subsets become SNI clusters).
+	Resolvers map[string]*structs.ServiceResolverConfigEntry
+	// Datacenters are the other known datacenters; GatewaysByDatacenter
+	// their mesh gateways (a datacenter appears once known).
+	Datacenters          []string
+	GatewaysByDatacenter map[string]structs.CheckServiceNodes
+}
