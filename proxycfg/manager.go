@@ -154,7 +154,7 @@ func (m *Manager) Register(id ProxyID, svc *structs.NodeService, source ProxySou
 	if err := validateProxy(id, svc); err != nil {
 		return err
 	}
-	svc = cloneNodeService(svc)
+	svc = svc.Clone()
 
 	m.mu.Lock()
 	if m.closed {

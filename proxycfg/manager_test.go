@@ -263,7 +263,7 @@ func TestReRegister(t *testing.T) {
 			oldRoots := h.f.roots.waitSub(t, "roots", nil)
 			calls := h.f.roots.callCount()
 
-			svc2 := cloneNodeService(svc)
+			svc2 := svc.Clone()
 			tc.change(svc2)
 			if err := h.m.Register(id, svc2, tc.source, tc.token, tc.over); err != nil {
 				t.Fatal(err)

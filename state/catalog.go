@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/go-memdb"
@@ -58,7 +59,7 @@ func (tx *writeTxn) ensureRegistration(req *structs.RegisterRequest) error {
 		if c.Node == "" {
 			// The HTTP endpoint fills it in; a registration built in code
 			// may leave it to mean "this node".
-			c = cloneCheck(chk)
+			c = chk.Clone()
 			c.Node = req.Node
 		}
 		if !strings.EqualFold(c.Node, req.Node) {
@@ -91,7 +92,7 @@ func (tx *writeTxn) ensureNode(in *structs.Node) error {
 	if in == nil || in.Node == "" {
 		return ErrMissingNodeName
 	}
-	n := cloneNode(in)
+	n := in.Clone()
 
 	// A node ID identifies a machine across renames: registering a known
 	// ID under a new name renames the node (dropping what was registered
@@ -249,7 +250,7 @@ func (tx *writeTxn) ensureService(node string, in *structs.NodeService) error {
 	if in == nil {
 		return nil
 	}
-	svc := cloneService(in)
+	svc := in.Clone()
 	if svc.ID == "" {
 		svc.ID = svc.Service
 	}
@@ -314,9 +315,9 @@ func (tx *writeTxn) retagServiceChecks(node string, svc *structs.NodeService) er
 		return err
 	}
 	for _, old := range checks {
-		c := cloneCheck(old)
+		c := old.Clone()
 		c.ServiceName = svc.Service
-		c.ServiceTags = copyStrings(svc.Tags)
+		c.ServiceTags = slices.Clone(svc.Tags)
 		c.ModifyIndex = tx.idx
 		if err := tx.Insert(tableChecks, c); err != nil {
 			return fmt.Errorf("failed updating check: %w", err)

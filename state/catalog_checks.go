@@ -2,6 +2,7 @@ package state
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/go-memdb"
@@ -27,7 +28,7 @@ func (tx *writeTxn) ensureCheck(in *structs.HealthCheck) error {
 	if in.CheckID == "" {
 		return ErrMissingCheckID
 	}
-	c := cloneCheck(in)
+	c := in.Clone()
 	if c.Status == "" {
 		c.Status = structs.HealthCritical
 	}
@@ -52,7 +53,7 @@ func (tx *writeTxn) ensureCheck(in *structs.HealthCheck) error {
 		svc = row.Service
 		c.ServiceID = svc.ID
 		c.ServiceName = svc.Service
-		c.ServiceTags = copyStrings(svc.Tags)
+		c.ServiceTags = slices.Clone(svc.Tags)
 	} else {
 		c.ServiceName = ""
 		c.ServiceTags = nil

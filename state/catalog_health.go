@@ -52,14 +52,14 @@ func (s *Store) CheckServiceNodes(ws memdb.WatchSet, service string, tags []stri
 		}
 		checks := make(structs.HealthChecks, 0, len(nc)+len(sc))
 		for _, c := range nc {
-			checks = append(checks, cloneCheck(c))
+			checks = append(checks, c.Clone())
 		}
 		for _, c := range sc {
-			checks = append(checks, cloneCheck(c))
+			checks = append(checks, c.Clone())
 		}
 		out = append(out, structs.CheckServiceNode{
-			Node:    cloneNode(n),
-			Service: cloneService(r.Service),
+			Node:    n.Clone(),
+			Service: r.Service.Clone(),
 			Checks:  checks,
 		})
 	}

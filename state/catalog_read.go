@@ -27,7 +27,7 @@ func (s *Store) GetNode(ws memdb.WatchSet, node string) (uint64, *structs.Node, 
 	if raw == nil {
 		return idx, nil, nil
 	}
-	return idx, cloneNode(raw.(*structs.Node)), nil
+	return idx, raw.(*structs.Node).Clone(), nil
 }
 
 // Nodes lists every node whose metadata carries every pair of metaFilter
@@ -44,7 +44,7 @@ func (s *Store) Nodes(ws memdb.WatchSet, metaFilter map[string]string) (uint64, 
 	for raw := it.Next(); raw != nil; raw = it.Next() {
 		n := raw.(*structs.Node)
 		if satisfiesMeta(n.Meta, metaFilter) {
-			out = append(out, cloneNode(n))
+			out = append(out, n.Clone())
 		}
 	}
 	return maxIndex(tx, tableNodes), out, nil
@@ -137,7 +137,7 @@ func (s *Store) ServiceNodes(ws memdb.WatchSet, service string, tags []string, c
 		if n == nil {
 			continue
 		}
-		out = append(out, cloneService(r.Service).ToServiceNode(cloneNode(n)))
+		out = append(out, r.Service.Clone().ToServiceNode(n.Clone()))
 	}
 	return idx, out, nil
 }
@@ -205,10 +205,10 @@ func (s *Store) NodeServices(ws memdb.WatchSet, node string) (uint64, *structs.N
 		return 0, nil, fmt.Errorf("failed service lookup: %w", err)
 	}
 	ws.Add(it.WatchCh())
-	out := &structs.NodeServices{Node: cloneNode(n), Services: make(map[string]*structs.NodeService)}
+	out := &structs.NodeServices{Node: n.Clone(), Services: make(map[string]*structs.NodeService)}
 	for r := it.Next(); r != nil; r = it.Next() {
 		svc := r.(*serviceRow).Service
-		out.Services[svc.ID] = cloneService(svc)
+		out.Services[svc.ID] = svc.Clone()
 	}
 	return nodeIndex(tx, n.Node), out, nil
 }

@@ -3,6 +3,8 @@ package state
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 
 	"github.com/hashicorp/go-memdb"
 	"github.com/trellis-mesh/trellis/structs"
@@ -366,7 +368,7 @@ func cloneCARoot(r *structs.CARoot) *structs.CARoot {
 		return nil
 	}
 	c := *r
-	c.IntermediateCerts = copyStrings(r.IntermediateCerts)
+	c.IntermediateCerts = slices.Clone(r.IntermediateCerts)
 	return &c
 }
 
@@ -375,8 +377,8 @@ func cloneCAConfig(c *structs.CAConfiguration) *structs.CAConfiguration {
 		return nil
 	}
 	out := *c
-	out.Config = copyOpaqueMap(c.Config)
-	out.State = copyStringMap(c.State)
+	out.Config = structs.CloneOpaqueMap(c.Config)
+	out.State = maps.Clone(c.State)
 	return &out
 }
 

@@ -32,7 +32,7 @@ func TestClonesAreDeepAndFaithful(t *testing.T) {
 		clone  func() interface{}
 		mutate func(c interface{})
 	}{
-		{"service", svc, func() interface{} { return cloneService(svc) }, func(c interface{}) {
+		{"service", svc, func() interface{} { return svc.Clone() }, func(c interface{}) {
 			s := c.(*structs.NodeService)
 			s.Tags[0] = "z"
 			s.TaggedAddresses["lan"] = structs.ServiceAddress{}
@@ -42,22 +42,22 @@ func TestClonesAreDeepAndFaithful(t *testing.T) {
 			s.Proxy.Upstreams[0].Config["k"] = "z"
 			s.Proxy.Expose.Paths[0].Path = "/z"
 		}},
-		{"check", chk, func() interface{} { return cloneCheck(chk) }, func(c interface{}) {
+		{"check", chk, func() interface{} { return chk.Clone() }, func(c interface{}) {
 			h := c.(*structs.HealthCheck)
 			h.ServiceTags[0] = "z"
 			h.Definition.Header["H"][0] = "z"
 		}},
-		{"node", node, func() interface{} { return cloneNode(node) }, func(c interface{}) {
+		{"node", node, func() interface{} { return node.Clone() }, func(c interface{}) {
 			n := c.(*structs.Node)
 			n.TaggedAddresses["lan"] = "z"
 			n.Meta["k"] = "z"
 		}},
-		{"session", sess, func() interface{} { return cloneSession(sess) }, func(c interface{}) {
+		{"session", sess, func() interface{} { return sess.Clone() }, func(c interface{}) {
 			s := c.(*structs.Session)
 			s.NodeChecks[0] = "z"
 			s.ServiceChecks[0].ID = "z"
 		}},
-		{"kv", ent, func() interface{} { return cloneDirEntry(ent) }, func(c interface{}) {
+		{"kv", ent, func() interface{} { return ent.Clone() }, func(c interface{}) {
 			c.(*structs.DirEntry).Value[0] = 'z'
 		}},
 	}
@@ -78,7 +78,7 @@ func TestClonesAreDeepAndFaithful(t *testing.T) {
 		})
 	}
 	// nil and empty stay apart.
-	if cloneService(&structs.NodeService{Tags: []string{}}).Tags == nil || cloneService(&structs.NodeService{}).Tags != nil {
+	if (&structs.NodeService{Tags: []string{}}).Clone().Tags == nil || (&structs.NodeService{}).Clone().Tags != nil {
 		t.Fatal("nil/empty not preserved")
 	}
 }

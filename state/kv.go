@@ -32,7 +32,7 @@ func (tx *writeTxn) kvsSet(in *structs.DirEntry, updateSession bool) (*structs.D
 	if in.Key == "" {
 		return nil, ErrMissingKey
 	}
-	e := cloneDirEntry(in)
+	e := in.Clone()
 	existing, err := getKV(tx.Txn, e.Key)
 	if err != nil {
 		return nil, err
@@ -133,7 +133,7 @@ func (tx *writeTxn) kvsLock(in *structs.DirEntry) (bool, *structs.DirEntry, erro
 	if err != nil {
 		return false, nil, err
 	}
-	e := cloneDirEntry(in)
+	e := in.Clone()
 	switch {
 	case existing == nil:
 		e.LockIndex = 1
@@ -175,7 +175,7 @@ func (tx *writeTxn) kvsUnlock(in *structs.DirEntry) (bool, *structs.DirEntry, er
 	if existing == nil || existing.Session != in.Session {
 		return false, nil, nil
 	}
-	e := cloneDirEntry(in)
+	e := in.Clone()
 	e.Session = ""
 	e.LockIndex = existing.LockIndex
 	stored, err := tx.kvsSet(e, true)
@@ -262,7 +262,7 @@ func (s *Store) KVSGet(ws memdb.WatchSet, key string) (uint64, *structs.DirEntry
 	tx := s.db.Txn(false)
 	defer tx.Abort()
 	idx, e, err := kvsGetTxn(tx, ws, key)
-	return idx, cloneDirEntry(e), err
+	return idx, e.Clone(), err
 }
 
 func kvsGetTxn(tx *memdb.Txn, ws memdb.WatchSet, key string) (uint64, *structs.DirEntry, error) {
@@ -291,7 +291,7 @@ func (s *Store) KVSList(ws memdb.WatchSet, prefix string) (uint64, structs.DirEn
 	}
 	out := make(structs.DirEntries, 0, len(entries))
 	for _, e := range entries {
-		out = append(out, cloneDirEntry(e))
+		out = append(out, e.Clone())
 	}
 	return idx, out, nil
 }

@@ -25,7 +25,7 @@ func (s *Store) SessionCreate(idx uint64, in *structs.Session) error {
 		if in.Node == "" {
 			return ErrMissingNodeName
 		}
-		sess := cloneSession(in)
+		sess := in.Clone()
 		switch sess.Behavior {
 		case "":
 			sess.Behavior = structs.SessionKeysRelease
@@ -74,7 +74,7 @@ func (s *Store) SessionGet(ws memdb.WatchSet, id string) (uint64, *structs.Sessi
 	if err != nil {
 		return 0, nil, err
 	}
-	return maxIndex(tx, tableSessions), cloneSession(sess), nil
+	return maxIndex(tx, tableSessions), sess.Clone(), nil
 }
 
 // SessionList returns every session, ordered by ID.
@@ -88,7 +88,7 @@ func (s *Store) SessionList(ws memdb.WatchSet) (uint64, structs.Sessions, error)
 	ws.Add(it.WatchCh())
 	out := structs.Sessions{}
 	for raw := it.Next(); raw != nil; raw = it.Next() {
-		out = append(out, cloneSession(raw.(*structs.Session)))
+		out = append(out, raw.(*structs.Session).Clone())
 	}
 	return maxIndex(tx, tableSessions), out, nil
 }
@@ -103,7 +103,7 @@ func (s *Store) NodeSessions(ws memdb.WatchSet, node string) (uint64, structs.Se
 	}
 	out := make(structs.Sessions, 0, len(sessions))
 	for _, sess := range sessions {
-		out = append(out, cloneSession(sess))
+		out = append(out, sess.Clone())
 	}
 	return maxIndex(tx, tableSessions), out, nil
 }
@@ -143,7 +143,7 @@ func (tx *writeTxn) deleteSession(id string) error {
 				return err
 			}
 		default:
-			released := cloneDirEntry(e)
+			released := e.Clone()
 			released.Session = ""
 			released.ModifyIndex = tx.idx
 			if err := tx.insertKV(released); err != nil {

@@ -36,7 +36,7 @@ func (sn *Snapshot) Nodes() (structs.Nodes, error) {
 	}
 	var out structs.Nodes
 	for raw := it.Next(); raw != nil; raw = it.Next() {
-		out = append(out, cloneNode(raw.(*structs.Node)))
+		out = append(out, raw.(*structs.Node).Clone())
 	}
 	return out, nil
 }
@@ -49,7 +49,7 @@ func (sn *Snapshot) Services(node string) ([]*structs.NodeService, error) {
 	}
 	out := make([]*structs.NodeService, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, cloneService(r.Service))
+		out = append(out, r.Service.Clone())
 	}
 	return out, nil
 }
@@ -71,7 +71,7 @@ func (sn *Snapshot) KVs() (structs.DirEntries, error) {
 	}
 	out := make(structs.DirEntries, 0, len(entries))
 	for _, e := range entries {
-		out = append(out, cloneDirEntry(e))
+		out = append(out, e.Clone())
 	}
 	return out, nil
 }
@@ -97,7 +97,7 @@ func (sn *Snapshot) Sessions() (structs.Sessions, error) {
 	}
 	var out structs.Sessions
 	for raw := it.Next(); raw != nil; raw = it.Next() {
-		out = append(out, cloneSession(raw.(*structs.Session)))
+		out = append(out, raw.(*structs.Session).Clone())
 	}
 	return out, nil
 }
@@ -154,7 +154,7 @@ func (r *Restore) Node(n *structs.Node) error {
 	if n == nil || n.Node == "" {
 		return ErrMissingNodeName
 	}
-	c := cloneNode(n)
+	c := n.Clone()
 	if err := r.tx.Insert(tableNodes, c); err != nil {
 		return fmt.Errorf("restore node %q: %w", n.Node, err)
 	}
@@ -173,7 +173,7 @@ func (r *Restore) Service(node string, svc *structs.NodeService) error {
 	if n == nil {
 		return fmt.Errorf("restore service %q: %w", svc.ID, ErrMissingNode)
 	}
-	c := cloneService(svc)
+	c := svc.Clone()
 	if err := r.tx.Insert(tableServices, &serviceRow{Node: n.Node, Service: c}); err != nil {
 		return fmt.Errorf("restore service %q: %w", svc.ID, err)
 	}
@@ -189,7 +189,7 @@ func (r *Restore) Check(chk *structs.HealthCheck) error {
 	if chk == nil {
 		return nil
 	}
-	c := cloneCheck(chk)
+	c := chk.Clone()
 	if err := r.tx.Insert(tableChecks, c); err != nil {
 		return fmt.Errorf("restore check %q: %w", c.CheckID, err)
 	}
@@ -205,7 +205,7 @@ func (r *Restore) KV(e *structs.DirEntry) error {
 	if e == nil {
 		return nil
 	}
-	if err := r.tx.Insert(tableKVs, cloneDirEntry(e)); err != nil {
+	if err := r.tx.Insert(tableKVs, e.Clone()); err != nil {
 		return fmt.Errorf("restore kv %q: %w", e.Key, err)
 	}
 	return r.raise(e.ModifyIndex, tableKVs)
@@ -225,7 +225,7 @@ func (r *Restore) Session(sess *structs.Session) error {
 	if sess == nil {
 		return nil
 	}
-	if err := r.tx.Insert(tableSessions, cloneSession(sess)); err != nil {
+	if err := r.tx.Insert(tableSessions, sess.Clone()); err != nil {
 		return fmt.Errorf("restore session %q: %w", sess.ID, err)
 	}
 	return r.raise(sess.ModifyIndex, tableSessions)

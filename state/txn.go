@@ -126,7 +126,7 @@ func txnKV(tx *memdb.Txn, wtx *writeTxn, ws memdb.WatchSet, op *structs.TxnKVOp)
 		if e == nil {
 			return nil, fmt.Errorf("key %q doesn't exist", key)
 		}
-		return structs.TxnResults{{KV: cloneDirEntry(e)}}, nil
+		return structs.TxnResults{{KV: e.Clone()}}, nil
 
 	case structs.KVGetTree:
 		_, entries, err := kvsListTxn(tx, ws, key)
@@ -135,7 +135,7 @@ func txnKV(tx *memdb.Txn, wtx *writeTxn, ws memdb.WatchSet, op *structs.TxnKVOp)
 		}
 		results := make(structs.TxnResults, 0, len(entries))
 		for _, e := range entries {
-			results = append(results, &structs.TxnResult{KV: cloneDirEntry(e)})
+			results = append(results, &structs.TxnResult{KV: e.Clone()})
 		}
 		return results, nil
 

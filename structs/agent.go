@@ -60,10 +60,11 @@ func (c *CheckType) Type() string {
 	return ""
 }
 
-// Definition is the catalog's copy of how the check runs.
+// Definition is the catalog's copy of how the check runs (sharing nothing
+// with c).
 func (c *CheckType) Definition() HealthCheckDefinition {
 	return HealthCheckDefinition{
-		HTTP: c.HTTP, TLSServerName: c.TLSServerName, TLSSkipVerify: c.TLSSkipVerify, Header: c.Header,
+		HTTP: c.HTTP, TLSServerName: c.TLSServerName, TLSSkipVerify: c.TLSSkipVerify, Header: cloneHeader(c.Header),
 		Method: c.Method, Body: c.Body, TCP: c.TCP, GRPC: c.GRPC, GRPCUseTLS: c.GRPCUseTLS,
 		AliasNode: c.AliasNode, AliasService: c.AliasService, OutputMaxSize: c.OutputMaxSize,
 		Interval: c.Interval, Timeout: c.Timeout, TTL: c.TTL,

@@ -75,10 +75,10 @@ func (s *State) syncPlan() *syncPlan {
 			p.deregServices = append(p.deregServices, deregItem{id: id, token: e.token, version: e.version})
 			dereg[id] = true
 		case !e.inSync:
-			item := serviceItem{svc: cloneService(e.svc), token: e.token, version: e.version}
+			item := serviceItem{svc: e.svc.Clone(), token: e.token, version: e.version}
 			for cid, c := range s.checks {
 				if !c.deleted && !c.inSync && c.check.ServiceID == id && c.token == e.token {
-					item.checks = append(item.checks, checkItem{check: cloneCheck(c.check), token: c.token, version: c.version})
+					item.checks = append(item.checks, checkItem{check: c.check.Clone(), token: c.token, version: c.version})
 					riding[cid] = true
 				}
 			}
@@ -94,9 +94,9 @@ func (s *State) syncPlan() *syncPlan {
 				p.deregChecks = append(p.deregChecks, deregItem{id: id, token: c.token, version: c.version})
 			}
 		case !c.inSync && !riding[id]:
-			item := checkItem{check: cloneCheck(c.check), token: c.token, version: c.version}
+			item := checkItem{check: c.check.Clone(), token: c.token, version: c.version}
 			if e := s.services[c.check.ServiceID]; e != nil && !e.deleted {
-				item.svc = cloneService(e.svc)
+				item.svc = e.svc.Clone()
 			}
 			p.regChecks = append(p.regChecks, item)
 		}
@@ -241,13 +241,13 @@ func (s *State) markDrift(remote *structs.NodeServices, remoteChecks structs.Hea
 		default:
 			if e.svc.EnableTagOverride && !slices.Equal(e.svc.Tags, rs.Tags) {
 				// The catalog owns the tags of such a service.
-				e.svc.Tags = copyStrings(rs.Tags)
+				e.svc.Tags = slices.Clone(rs.Tags)
 				if e.svc.Tags == nil {
 					e.svc.Tags = []string{}
 				}
 				for _, c := range s.checks {
 					if !c.deleted && c.check.ServiceID == id {
-						c.check.ServiceTags = copyStrings(e.svc.Tags)
+						c.check.ServiceTags = slices.Clone(e.svc.Tags)
 					}
 				}
 				s.serviceChangedLocked(id)
@@ -260,7 +260,7 @@ func (s *State) markDrift(remote *structs.NodeServices, remoteChecks structs.Hea
 		if _, ok := s.services[id]; ok || id == structs.ConsulServiceID {
 			continue
 		}
-		s.services[id] = &serviceEntry{svc: cloneService(rs), deleted: true, version: 1}
+		s.services[id] = &serviceEntry{svc: rs.Clone(), deleted: true, version: 1}
 		goneServices[id] = true
 	}
 
@@ -284,6 +284,6 @@ func (s *State) markDrift(remote *structs.NodeServices, remoteChecks structs.Hea
 		if _, ok := s.checks[id]; ok || id == structs.SerfCheckID || goneServices[rc.ServiceID] {
 			continue
 		}
-		s.checks[id] = &checkEntry{check: cloneCheck(rc), deleted: true, version: 1}
+		s.checks[id] = &checkEntry{check: rc.Clone(), deleted: true, version: 1}
 	}
 }

@@ -2,7 +2,9 @@ package local
 
 import (
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"strconv"
 	"time"
 
@@ -90,7 +92,7 @@ func ExpandService(def *structs.ServiceDefinition, opts ExpandOptions) (*Expansi
 	if err := ValidateServiceDefinition(def); err != nil {
 		return nil, err
 	}
-	def = cloneDefinition(def)
+	def = def.Clone()
 	ns := def.NodeService()
 	applyServiceDefaults(ns)
 	exp := &Expansion{Service: ns, Checks: serviceChecks(ns, nonEmptyChecks(def.AllChecks()), opts.NodeName)}
@@ -156,8 +158,8 @@ func serviceChecks(ns *structs.NodeService, types structs.CheckTypes, node strin
 		hc := healthCheck(ct, node, id, name)
 		hc.ServiceID = ns.ID
 		hc.ServiceName = ns.Service
-		hc.ServiceTags = copyStrings(ns.Tags)
-		out = append(out, LocalCheck{Check: hc, Type: cloneCheckType(ct)})
+		hc.ServiceTags = slices.Clone(ns.Tags)
+		out = append(out, LocalCheck{Check: hc, Type: ct.Clone()})
 	}
 	return out
 }
@@ -174,7 +176,6 @@ func healthCheck(ct *structs.CheckType, node, id, name string) *structs.HealthCh
 		Type:       ct.Type(),
 		Definition: ct.Definition(),
 	}
-	hc.Definition.Header = copyHeader(hc.Definition.Header)
 	if ct.Status != "" {
 		hc.Status = ct.Status
 	}
@@ -201,10 +202,10 @@ func expandSidecar(parent *structs.NodeService, sd *structs.ServiceDefinition, o
 	sidecar.ID = SidecarServiceID(parent.ID)
 	sidecar.LocallyRegisteredAsSidecar = true
 	if len(sidecar.Meta) == 0 && len(parent.Meta) > 0 {
-		sidecar.Meta = copyStringMap(parent.Meta)
+		sidecar.Meta = maps.Clone(parent.Meta)
 	}
 	if len(sidecar.Tags) == 0 && len(parent.Tags) > 0 {
-		sidecar.Tags = copyStrings(parent.Tags)
+		sidecar.Tags = slices.Clone(parent.Tags)
 	}
 	if sidecar.Kind == "" {
 		sidecar.Kind = structs.ServiceKindConnectProxy
@@ -334,7 +335,7 @@ func CheckFromDefinition(def *structs.CheckDefinition, node string) (*structs.He
 	if def.Status != "" && !validStatus(def.Status) {
 		return nil, nil, invalid("Status", "Bad check status")
 	}
-	ct := cloneCheckType(&def.CheckType)
+	ct := def.CheckType.Clone()
 	if field, msg := checkTypeProblem(ct); msg != "" {
 		return nil, nil, invalid(field, "Invalid check: %s", msg)
 	}

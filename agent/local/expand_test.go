@@ -561,7 +561,7 @@ func TestExpandSidecarPortErrors(t *testing.T) {
 func TestExpandDoesNotModifyDefinition(t *testing.T) {
 	def := &structs.ServiceDefinition{Name: "web", Port: 1, Check: ttlCheck(),
 		Connect: &structs.ServiceDefinitionConnect{SidecarService: &structs.ServiceDefinition{}}}
-	before := cloneDefinition(def)
+	before := def.Clone()
 	if _, err := ExpandService(def, expandOpts(nil)); err != nil {
 		t.Fatal(err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -89,7 +91,7 @@ func (f *fakeCatalog) RPC(ctx context.Context, method string, args, reply any) e
 		if n := f.nodes[node]; n != nil {
 			ns := &structs.NodeServices{Node: cloneNode(n), Services: map[string]*structs.NodeService{}}
 			for id, s := range f.services[node] {
-				ns.Services[id] = cloneService(s)
+				ns.Services[id] = s.Clone()
 			}
 			out.NodeServices = ns
 		}
@@ -99,7 +101,7 @@ func (f *fakeCatalog) RPC(ctx context.Context, method string, args, reply any) e
 		out := reply.(*structs.IndexedHealthChecks)
 		out.Index = 1
 		for _, c := range f.checks[node] {
-			out.HealthChecks = append(out.HealthChecks, cloneCheck(c))
+			out.HealthChecks = append(out.HealthChecks, c.Clone())
 		}
 		return nil
 	}
@@ -108,8 +110,8 @@ func (f *fakeCatalog) RPC(ctx context.Context, method string, args, reply any) e
 
 func cloneNode(n *structs.Node) *structs.Node {
 	c := *n
-	c.TaggedAddresses = copyStringMap(n.TaggedAddresses)
-	c.Meta = copyStringMap(n.Meta)
+	c.TaggedAddresses = maps.Clone(n.TaggedAddresses)
+	c.Meta = maps.Clone(n.Meta)
 	return &c
 }
 
@@ -122,19 +124,19 @@ func (f *fakeCatalog) register(req *structs.RegisterRequest) error {
 	}
 	if f.nodes[req.Node] == nil || !req.SkipNodeUpdate {
 		f.nodes[req.Node] = &structs.Node{ID: req.ID, Node: req.Node, Address: req.Address, Datacenter: req.Datacenter,
-			TaggedAddresses: copyStringMap(req.TaggedAddresses), Meta: copyStringMap(req.NodeMeta)}
+			TaggedAddresses: maps.Clone(req.TaggedAddresses), Meta: maps.Clone(req.NodeMeta)}
 	}
 	if f.services[req.Node] == nil {
 		f.services[req.Node] = map[string]*structs.NodeService{}
 		f.checks[req.Node] = map[string]*structs.HealthCheck{}
 	}
 	if req.Service != nil {
-		svc := cloneService(req.Service)
+		svc := req.Service.Clone()
 		svc.LocallyRegisteredAsSidecar = false
 		f.services[req.Node][svc.ID] = svc
 		for _, c := range f.checks[req.Node] {
 			if c.ServiceID == svc.ID {
-				c.ServiceName, c.ServiceTags = svc.Service, copyStrings(svc.Tags)
+				c.ServiceName, c.ServiceTags = svc.Service, slices.Clone(svc.Tags)
 			}
 		}
 	}
@@ -143,14 +145,14 @@ func (f *fakeCatalog) register(req *structs.RegisterRequest) error {
 		checks = append(checks, req.Check)
 	}
 	for _, in := range checks {
-		c := cloneCheck(in)
+		c := in.Clone()
 		c.Node = req.Node
 		if c.ServiceID != "" {
 			svc := f.services[req.Node][c.ServiceID]
 			if svc == nil {
 				return errMissingService
 			}
-			c.ServiceName, c.ServiceTags = svc.Service, copyStrings(svc.Tags)
+			c.ServiceName, c.ServiceTags = svc.Service, slices.Clone(svc.Tags)
 		}
 		f.checks[req.Node][c.CheckID] = c
 	}
@@ -190,7 +192,7 @@ func (f *fakeCatalog) service(node, id string) *structs.NodeService {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if s := f.services[node][id]; s != nil {
-		return cloneService(s)
+		return s.Clone()
 	}
 	return nil
 }
@@ -199,7 +201,7 @@ func (f *fakeCatalog) check(node, id string) *structs.HealthCheck {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if c := f.checks[node][id]; c != nil {
-		return cloneCheck(c)
+		return c.Clone()
 	}
 	return nil
 }
@@ -243,10 +245,10 @@ func (f *fakeCatalog) put(node string, svc *structs.NodeService, checks ...*stru
 		f.checks[node] = map[string]*structs.HealthCheck{}
 	}
 	if svc != nil {
-		f.services[node][svc.ID] = cloneService(svc)
+		f.services[node][svc.ID] = svc.Clone()
 	}
 	for _, c := range checks {
-		c = cloneCheck(c)
+		c = c.Clone()
 		c.Node = node
 		f.checks[node][c.CheckID] = c
 	}

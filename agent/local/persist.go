@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -299,7 +300,7 @@ func (s *State) Load() error {
 				_ = os.Remove(s.checkStatePath(h.CheckID))
 				continue
 			}
-			h.ServiceName, h.ServiceTags = e.svc.Service, copyStrings(e.svc.Tags)
+			h.ServiceName, h.ServiceTags = e.svc.Service, slices.Clone(e.svc.Tags)
 		}
 		h.Status, h.Output = structs.HealthCritical, ""
 		if p.ChkType != nil && p.ChkType.IsTTL() {

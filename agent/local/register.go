@@ -48,12 +48,12 @@ func (s *State) RegisterService(def *structs.ServiceDefinition, token string, re
 	for i, p := range plans {
 		s.commitAddLocked(p)
 		if i == 0 {
-			res.Service = cloneService(p.svc)
+			res.Service = p.svc.Clone()
 		} else {
-			res.Sidecar = cloneService(p.svc)
+			res.Sidecar = p.svc.Clone()
 		}
 		for _, c := range p.checks {
-			res.Checks = append(res.Checks, LocalCheck{Check: cloneCheck(c.check), Type: cloneCheckType(c.def)})
+			res.Checks = append(res.Checks, LocalCheck{Check: c.check.Clone(), Type: c.def.Clone()})
 		}
 		res.RemovedChecks = append(res.RemovedChecks, p.removed...)
 	}
@@ -78,7 +78,7 @@ func (s *State) AddService(svc *structs.NodeService, checks []LocalCheck, token 
 	if svc == nil || svc.Service == "" {
 		return invalid("Name", MsgMissingServiceName)
 	}
-	svc = cloneService(svc)
+	svc = svc.Clone()
 	if svc.ID == "" {
 		svc.ID = svc.Service
 	}
@@ -113,13 +113,13 @@ func (s *State) planAddLocked(svc *structs.NodeService, checks []LocalCheck, tok
 	p := &addPlan{svc: svc, token: token}
 	keep := make(map[string]bool, len(checks))
 	for _, lc := range checks {
-		h := cloneCheck(lc.Check)
+		h := lc.Check.Clone()
 		h.Node = s.cfg.NodeName
-		h.ServiceID, h.ServiceName, h.ServiceTags = svc.ID, svc.Service, copyStrings(svc.Tags)
+		h.ServiceID, h.ServiceName, h.ServiceTags = svc.ID, svc.Service, slices.Clone(svc.Tags)
 		if h.Status == "" {
 			h.Status = structs.HealthCritical
 		}
-		c := &checkEntry{check: h, def: cloneCheckType(lc.Type), token: token}
+		c := &checkEntry{check: h, def: lc.Type.Clone(), token: token}
 		if old := s.checks[h.CheckID]; old != nil && !old.deleted {
 			h.Status, h.Output = old.check.Status, old.check.Output
 			c.criticalSince = old.criticalSince
@@ -199,7 +199,7 @@ func (s *State) commitAddLocked(p *addPlan) {
 	for _, cid := range p.retag {
 		c := s.checks[cid]
 		if c.check.ServiceName != p.svc.Service || !slices.Equal(c.check.ServiceTags, p.svc.Tags) {
-			c.check.ServiceName, c.check.ServiceTags = p.svc.Service, copyStrings(p.svc.Tags)
+			c.check.ServiceName, c.check.ServiceTags = p.svc.Service, slices.Clone(p.svc.Tags)
 			c.inSync = false
 			c.version++
 		}
@@ -304,7 +304,7 @@ func (s *State) addCheck(check *structs.HealthCheck, def *structs.CheckType, tok
 	if check == nil || check.CheckID == "" {
 		return nil, invalid("CheckID", "CheckID missing")
 	}
-	h := cloneCheck(check)
+	h := check.Clone()
 	h.Node = s.cfg.NodeName
 	if h.Status == "" {
 		h.Status = structs.HealthCritical
@@ -316,11 +316,11 @@ func (s *State) addCheck(check *structs.HealthCheck, def *structs.CheckType, tok
 		if e == nil || e.deleted {
 			return nil, &notFoundError{sentinel: ErrServiceNotFound, msg: fmt.Sprintf("ServiceID %q does not exist", h.ServiceID)}
 		}
-		h.ServiceName, h.ServiceTags = e.svc.Service, copyStrings(e.svc.Tags)
+		h.ServiceName, h.ServiceTags = e.svc.Service, slices.Clone(e.svc.Tags)
 	} else {
 		h.ServiceName, h.ServiceTags = "", nil
 	}
-	c := &checkEntry{check: h, def: cloneCheckType(def), token: token, version: 1}
+	c := &checkEntry{check: h, def: def.Clone(), token: token, version: 1}
 	old := s.checks[h.CheckID]
 	if old != nil {
 		c.version = old.version + 1

@@ -191,7 +191,7 @@ func (s *State) Service(id string) *structs.NodeService {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if e := s.services[id]; e != nil && !e.deleted {
-		return cloneService(e.svc)
+		return e.svc.Clone()
 	}
 	return nil
 }
@@ -211,7 +211,7 @@ func (s *State) Services() map[string]*structs.NodeService {
 	out := make(map[string]*structs.NodeService, len(s.services))
 	for id, e := range s.services {
 		if !e.deleted {
-			out[id] = cloneService(e.svc)
+			out[id] = e.svc.Clone()
 		}
 	}
 	return out
@@ -244,7 +244,7 @@ func (s *State) WatchService(id string) (*structs.NodeService, string, <-chan st
 	if e == nil || e.deleted {
 		return nil, "", ch
 	}
-	return cloneService(e.svc), HashService(e.svc), ch
+	return e.svc.Clone(), HashService(e.svc), ch
 }
 
 // Check returns a copy of the check registered under id, or nil.
@@ -252,7 +252,7 @@ func (s *State) Check(id string) *structs.HealthCheck {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if c := s.checks[id]; c != nil && !c.deleted {
-		return cloneCheck(c.check)
+		return c.check.Clone()
 	}
 	return nil
 }
@@ -274,7 +274,7 @@ func (s *State) checksWhere(keep func(*structs.HealthCheck) bool) structs.Health
 	out := make(structs.HealthChecks, 0, len(s.checks))
 	for _, c := range s.checks {
 		if !c.deleted && keep(c.check) {
-			out = append(out, cloneCheck(c.check))
+			out = append(out, c.check.Clone())
 		}
 	}
 	s.mu.RUnlock()
@@ -314,7 +314,7 @@ func (s *State) CheckStates() map[string]*CheckState {
 }
 
 func (c *checkEntry) state() *CheckState {
-	return &CheckState{Check: cloneCheck(c.check), Type: cloneCheckType(c.def), Token: c.token, CriticalSince: c.criticalSince}
+	return &CheckState{Check: c.check.Clone(), Type: c.def.Clone(), Token: c.token, CriticalSince: c.criticalSince}
 }
 
 // --- Notification --------------------------------------------------------

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -449,8 +450,8 @@ func (sy *Syncer) registerRequest(nodeInSync bool, token string) *structs.Regist
 		ID:              cfg.NodeID,
 		Node:            cfg.NodeName,
 		Address:         cfg.AdvertiseAddr,
-		TaggedAddresses: copyStringMap(cfg.TaggedAddresses),
-		NodeMeta:        copyStringMap(cfg.NodeMeta),
+		TaggedAddresses: maps.Clone(cfg.TaggedAddresses),
+		NodeMeta:        maps.Clone(cfg.NodeMeta),
 		SkipNodeUpdate:  nodeInSync,
 		WriteRequest:    structs.WriteRequest{Datacenter: cfg.Datacenter, Token: token},
 	}
