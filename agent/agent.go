@@ -128,20 +128,21 @@ func (a *Agent) startServer() error {
 		return fmt.Errorf("agent: server advertise address: %w", err)
 	}
 	srv, err := server.New(server.Config{
-		Logger:          a.logger.With("component", "server"),
-		NodeName:        rc.NodeName,
-		NodeID:          rc.NodeID,
-		Datacenter:      rc.Datacenter,
-		DataDir:         rc.DataDir,
-		InMemory:        rc.DevMode,
-		Listener:        ln,
-		Advertise:       adv,
-		Bootstrap:       rc.Bootstrap || rc.DevMode,
-		BootstrapExpect: rc.BootstrapExpect,
-		RaftMultiplier:  rc.RaftMultiplier,
-		SessionTTLMin:   rc.SessionTTLMin,
-		Membership:      &a.members,
-		Metrics:         a.metrics,
+		Logger:                 a.logger.With("component", "server"),
+		NodeName:               rc.NodeName,
+		NodeID:                 rc.NodeID,
+		Datacenter:             rc.Datacenter,
+		DataDir:                rc.DataDir,
+		InMemory:               rc.DevMode,
+		Listener:               ln,
+		Advertise:              adv,
+		Bootstrap:              rc.Bootstrap || rc.DevMode,
+		BootstrapExpect:        rc.BootstrapExpect,
+		RaftMultiplier:         rc.RaftMultiplier,
+		SessionTTLMin:          rc.SessionTTLMin,
+		DefaultIntentionPolicy: rc.IntentionDefaultPolicy,
+		Membership:             &a.members,
+		Metrics:                a.metrics,
 	})
 	if err != nil {
 		_ = ln.Close()

@@ -2,9 +2,12 @@ package agent
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -18,7 +21,7 @@ import (
 
 // devAgent starts an in-process -dev agent on free loopback ports. It is
 // shut down when the test ends, or earlier by calling stop.
-func devAgent(t *testing.T) (a *Agent, url string, stop func()) {
+func devAgent(t *testing.T, configJSON ...string) (a *Agent, url string, stop func()) {
 	t.Helper()
 	ports, err := harness.NewPortAllocator(harness.PortAllocatorConfig{})
 	if err != nil {
@@ -31,6 +34,13 @@ func devAgent(t *testing.T) (a *Agent, url string, stop func()) {
 			t.Fatal(err)
 		}
 		args = append(args, flag, strconv.Itoa(p))
+	}
+	for i, c := range configJSON {
+		path := filepath.Join(t.TempDir(), fmt.Sprintf("extra-%d.json", i))
+		if err := os.WriteFile(path, []byte(c), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "-config-file", path)
 	}
 	rc, _, err := config.Load(config.LoadOptions{Args: args, Logger: slog.New(slog.DiscardHandler), FlagOutput: io.Discard})
 	if err != nil {

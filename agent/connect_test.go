@@ -53,3 +53,12 @@ func TestConnectAuthorizeFollowsIntentions(t *testing.T) {
 		t.Fatalf("api->db: %v %q", ok, reason)
 	}
 }
+
+func TestIntentionDefaultDenyFromACLPolicy(t *testing.T) {
+	_, url, _ := devAgent(t, `{"acl": {"default_policy": "deny"}}`)
+	waitFor(t, "a leader", func() bool { _, b := get(t, url+"/v1/status/leader"); return b != `""` })
+	_, body := get(t, url+"/v1/connect/intentions/check?source=web&destination=db")
+	if !strings.Contains(body, `"Allowed":false`) {
+		t.Fatalf("check with default deny: %s", body)
+	}
+}

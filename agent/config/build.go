@@ -67,6 +67,14 @@ func build(s *source, dev bool, opts LoadOptions) (*RuntimeConfig, []string, err
 		},
 		Logging: Logging{JSON: *s.LogJSON},
 	}
+	switch policy := strings.ToLower(deref(s.ACL.DefaultPolicy)); policy {
+	case "", "allow":
+		rc.IntentionDefaultPolicy = "allow"
+	case "deny":
+		rc.IntentionDefaultPolicy = "deny"
+	default:
+		p.add("acl.default_policy must be \"allow\" or \"deny\", not %q", policy)
+	}
 
 	// Identity.
 	rc.NodeName = strings.TrimSpace(deref(s.NodeName))

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"net"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -72,16 +73,17 @@ func TestLoadDefaults(t *testing.T) {
 		},
 		Ports: Ports{HTTP: 8500, GRPC: 8502, Server: 8300, SerfLAN: 8301, SidecarMin: 21000, SidecarMax: 21255,
 			DNS: 8600, HTTPS: -1, GRPCTLS: -1, SerfWAN: 8302},
-		RetryInterval:       30 * time.Second,
-		LeaveOnTerminate:    true,
-		ReconnectTimeout:    72 * time.Hour,
-		SessionTTLMin:       10 * time.Second,
-		AEInterval:          time.Minute,
-		CheckUpdateInterval: 5 * time.Minute,
-		RaftMultiplier:      5,
-		Limits:              Limits{KVMaxValueSize: 512 * 1024, TxnMaxReqLen: 512 * 1024},
-		Connect:             Connect{Enabled: true, CAProvider: "consul", LeafCertTTL: 72 * time.Hour, RootCertTTL: 87600 * time.Hour},
-		Logging:             Logging{Level: "info"},
+		RetryInterval:          30 * time.Second,
+		LeaveOnTerminate:       true,
+		ReconnectTimeout:       72 * time.Hour,
+		SessionTTLMin:          10 * time.Second,
+		AEInterval:             time.Minute,
+		CheckUpdateInterval:    5 * time.Minute,
+		RaftMultiplier:         5,
+		Limits:                 Limits{KVMaxValueSize: 512 * 1024, TxnMaxReqLen: 512 * 1024},
+		Connect:                Connect{Enabled: true, CAProvider: "consul", LeafCertTTL: 72 * time.Hour, RootCertTTL: 87600 * time.Hour},
+		IntentionDefaultPolicy: "allow",
+		Logging:                Logging{Level: "info"},
 	}
 	if !reflect.DeepEqual(rc, want) {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", rc, want)
@@ -445,5 +447,32 @@ func TestLoadGoldenFileAsIs(t *testing.T) {
 	}
 	if _, err := os.Stat("/tmp/TestX/data/node-id"); err == nil {
 		t.Fatal("a configured node_id must not be written to the data dir")
+	}
+}
+
+func TestIntentionDefaultPolicyFollowsACLDefault(t *testing.T) {
+	for _, tc := range []struct {
+		file, want string
+		wantErr    bool
+	}{
+		{`{}`, "allow", false},
+		{`{"acl": {"default_policy": "deny"}}`, "deny", false},
+		{`{"acl": {"default_policy": "Allow"}}`, "allow", false},
+		{`{"acl": {"default_policy": "maybe"}}`, "", true},
+	} {
+		path := filepath.Join(t.TempDir(), "c.json")
+		if err := os.WriteFile(path, []byte(tc.file), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		rc, _, err := Load(LoadOptions{Args: []string{"-dev", "-node", "n", "-config-file", path}, FlagOutput: io.Discard})
+		if tc.wantErr {
+			if err == nil || !strings.Contains(err.Error(), "acl.default_policy") {
+				t.Errorf("%s: err = %v, want one naming acl.default_policy", tc.file, err)
+			}
+			continue
+		}
+		if err != nil || rc.IntentionDefaultPolicy != tc.want {
+			t.Errorf("%s: policy %q, err %v; want %q", tc.file, rc.IntentionDefaultPolicy, err, tc.want)
+		}
 	}
 }

@@ -80,6 +80,10 @@ type RuntimeConfig struct {
 
 	// Connect configures the service mesh and its built-in CA.
 	Connect Connect
+	// IntentionDefaultPolicy is "allow" or "deny": what intentions decide
+	// when none matches. It follows acl.default_policy, as in Consul
+	// (default allow).
+	IntentionDefaultPolicy string
 
 	// Logging sets the agent's log output.
 	Logging Logging

@@ -181,9 +181,11 @@ func consulKeys() *keyNode {
 
 		"acl": object(with(ignoredAll(
 			"enabled", "enable_token_replication", "policy_ttl", "role_ttl", "token_ttl",
-			"down_policy", "default_policy", "enable_key_list_policy",
+			"down_policy", "enable_key_list_policy",
 			"enable_token_persistence", "msp_disable_bootstrap",
 		), map[string]*keyNode{
+			// Honoured for intentions only: Trellis has no ACLs yet.
+			"default_policy": honoured(),
 			"tokens": object(ignoredAll(
 				"initial_management", "replication", "agent_recovery", "default", "agent",
 				"config_file_service_registration", "managed_service_provider",

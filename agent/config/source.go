@@ -44,6 +44,7 @@ type source struct {
 	Limits              limitsSource      `json:"limits"`
 
 	Connect connectSource `json:"connect"`
+	ACL     aclSource     `json:"acl"`
 
 	LogLevel           *string `json:"log_level"`
 	LogJSON            *bool   `json:"log_json"`
@@ -81,6 +82,12 @@ type performanceSource struct {
 type limitsSource struct {
 	KVMaxValueSize *uint64 `json:"kv_max_value_size"`
 	TxnMaxReqLen   *uint64 `json:"txn_max_req_len"`
+}
+
+// aclSource holds the one ACL key Trellis honours: default_policy, which
+// (as in Consul) is also the default of intentions.
+type aclSource struct {
+	DefaultPolicy *string `json:"default_policy"`
 }
 
 type connectSource struct {

@@ -237,7 +237,7 @@ func TestLoadTestutilConfig(t *testing.T) {
 				c.Segments = []tuSegment{{Name: "alpha", Bind: "127.0.0.1", Port: 1}}
 				c.Audit = &tuAudit{Enabled: true}
 			},
-			ignored: []string{"acl.default_policy", "acl.enabled", "acl.tokens.master", "audit", "ca_file",
+			ignored: []string{"acl.enabled", "acl.tokens.master", "audit", "ca_file",
 				"peering.enabled", "ports.dns", "ports.grpc_tls", "ports.https", "ports.serf_wan", "segments"},
 			checks: []check{func(t *testing.T, rc *RuntimeConfig, _ []string) {
 				if rc.Datacenter != "dc2" || rc.NodeMeta["rack"] != "r1" {
