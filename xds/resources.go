@@ -1,0 +1,216 @@
+package xds
+
+import (
+	"log/slog"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/cespare/xxhash/v2"
+
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// entry is one resource ready to send: encoded once, versioned by content.
+type entry struct {
+	name string
+	// version is a hash of the deterministic encoding: equal content gives
+	// an equal version on every stream and after every restart, so a
+	// reconnecting delta client's initial_resource_versions are honoured.
+	version string
+	// any is the encoded resource; nil for entries that only record a version
+	// a client announced (initial_resource_versions).
+	any *anypb.Any
+	// msg is the message the entry was encoded from: the next set reuses the
+	// entry without encoding when it carries the same pointer.
+	msg proto.Message
+	// edsName is, for an EDS cluster, the ClusterLoadAssignment it needs:
+	// that assignment is re-sent after every change of the cluster.
+	edsName string
+}
+
+// typeSet is the resources of one type by name.
+type typeSet map[string]*entry
+
+// prepared is a Resources set with every resource encoded and versioned.
+type prepared map[string]typeSet
+
+// marshalOpts gives a stable encoding, so versions depend on content only.
+var marshalOpts = proto.MarshalOptions{Deterministic: true}
+
+// prepare encodes and versions a Resources set. Entries of prev whose
+// message pointer is unchanged are reused as they are; a new message whose
+// encoding equals the previous entry's keeps that entry's encoding, so an
+// unchanged resource costs one encoding into a scratch buffer and no
+// allocation. A resource whose message type does not match its type URL,
+// or that fails to encode, is logged and left out: sending it would make
+// Envoy reject the whole response.
+func prepare(res Resources, prev prepared, log *slog.Logger) prepared {
+	bufp := scratch.Get().(*[]byte)
+	defer scratch.Put(bufp)
+	out := make(prepared, len(res))
+	for typeURL, byName := range res {
+		old := prev[typeURL]
+		set := make(typeSet, len(byName))
+		for name, msg := range byName {
+			e, err := newEntry(typeURL, name, msg, old[name], bufp)
+			if err != nil {
+				log.Error("xds: dropping resource", "type", typeURL, "name", name, "error", err)
+				continue
+			}
+			set[name] = e
+		}
+		out[typeURL] = set
+	}
+	return out
+}
+
+// scratch holds encoding buffers, so that resources whose encoding did not
+// change are checked without allocating.
+var scratch = sync.Pool{New: func() any { return new([]byte) }}
+
+// newEntry encodes one resource, reusing old when the content is the same.
+func newEntry(typeURL, name string, msg proto.Message, old *entry, bufp *[]byte) (*entry, error) {
+	if old != nil && old.msg == msg && msg != nil {
+		return old, nil
+	}
+	if msg == nil {
+		return nil, ErrBadResource
+	}
+	if got := resource.APITypePrefix + string(msg.ProtoReflect().Descriptor().FullName()); got != typeURL {
+		return nil, wrapf(ErrBadResource, "message is %s", got)
+	}
+	b, err := marshalOpts.MarshalAppend((*bufp)[:0], msg)
+	if err != nil {
+		return nil, wrapf(ErrBadResource, "encode: %w", err)
+	}
+	*bufp = b
+	version := hashVersion(b)
+	if old != nil && old.version == version && old.any != nil {
+		return &entry{name: name, version: version, any: old.any, msg: msg, edsName: old.edsName}, nil
+	}
+	e := &entry{
+		name:    name,
+		version: version,
+		any:     &anypb.Any{TypeUrl: typeURL, Value: slices.Clone(b)},
+		msg:     msg,
+	}
+	if c, ok := msg.(*clusterv3.Cluster); ok && isEDS(c) {
+		e.edsName = c.GetEdsClusterConfig().GetServiceName()
+		if e.edsName == "" {
+			e.edsName = c.GetName()
+		}
+	}
+	return e, nil
+}
+
+// hashVersion is the version of an encoded resource: 64 bits of xxhash,
+// stable across processes, so a reconnecting delta client's
+// initial_resource_versions match after an agent restart.
+func hashVersion(b []byte) string {
+	return strconv.FormatUint(xxhash.Sum64(b), 16)
+}
+
+// isEDS reports whether a cluster takes its endpoints from EDS.
+func isEDS(c *clusterv3.Cluster) bool {
+	return c.GetType() == clusterv3.Cluster_EDS || c.GetEdsClusterConfig() != nil
+}
+
+// fingerprint is the version of a whole set of entries: a hash over the
+// sorted names and versions. It versions state-of-the-world responses and
+// the delta system_version_info, and detects "this type changed" after a
+// NACK.
+func fingerprint(entries []*entry) string {
+	sorted := slices.Clone(entries)
+	slices.SortFunc(sorted, byName)
+	h := xxhash.New()
+	for _, e := range sorted {
+		h.WriteString(e.name)
+		h.Write([]byte{0})
+		h.WriteString(e.version)
+		h.Write([]byte{0})
+	}
+	return strconv.FormatUint(h.Sum64(), 16)
+}
+
+func byName(a, b *entry) int {
+	switch {
+	case a.name < b.name:
+		return -1
+	case a.name > b.name:
+		return 1
+	}
+	return 0
+}
+
+// Type ranks give the make-before-break order: a resource is sent before the
+// resources that refer to it (secrets before the clusters and listeners that
+// use them, clusters before their endpoints and before the listeners and
+// routes that name them), and removed after them.
+const (
+	rankSecret = iota
+	rankCluster
+	rankEndpoint
+	rankListener
+	rankRoute
+	rankOther
+)
+
+// typeRank places a type URL in the make-before-break order.
+func typeRank(typeURL string) int {
+	switch typeURL {
+	case resource.SecretType:
+		return rankSecret
+	case resource.ClusterType:
+		return rankCluster
+	case resource.EndpointType:
+		return rankEndpoint
+	case resource.ListenerType:
+		return rankListener
+	case resource.RouteType:
+		return rankRoute
+	}
+	return rankOther
+}
+
+// removalRank orders removals: referrers go first, so nothing that is
+// still referenced disappears (listeners, routes, clusters, endpoints,
+// secrets, then other types).
+func removalRank(typeURL string) int {
+	switch typeURL {
+	case resource.ListenerType:
+		return 0
+	case resource.RouteType:
+		return 1
+	case resource.ClusterType:
+		return 2
+	case resource.EndpointType:
+		return 3
+	case resource.SecretType:
+		return 4
+	}
+	return 5
+}
+
+// namedOnly reports whether a type is only ever subscribed by name: a
+// request without names subscribes to nothing rather than to everything.
+// Envoy sends an EDS or RDS request with no names when its last cluster or
+// route configuration goes away, and must not then get all of them.
+func namedOnly(typeURL string) bool {
+	switch typeURL {
+	case resource.EndpointType, resource.RouteType, resource.SecretType,
+		resource.VirtualHostType, resource.ScopedRouteType:
+		return true
+	}
+	return false
+}
+
+// omissionDeletes reports whether, in state-of-the-world, a resource left out
+// of a response is deleted by the client. That holds for listeners and
+// clusters only; other types keep what is not mentioned.
+func omissionDeletes(typeURL string) bool {
+	return typeURL == resource.ListenerType || typeURL == resource.ClusterType
+}

@@ -1,0 +1,166 @@
+// Package xds serves Envoy's aggregated discovery service (ADS), delta and
+// state-of-the-world, to the proxies of one agent.
+//
+// The server knows nothing of the catalog or of proxycfg: a Source hands it
+// complete Resources sets per proxy, and the server owns the protocol —
+// per-resource versions, diffs, make-before-break ordering, one
+// unacknowledged response per type, NACK bookkeeping — and reports it per
+// stream through Status.
+package xds
+
+import (
+	"cmp"
+	"context"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+)
+
+// Config holds every dependency of the ADS server.
+type Config struct {
+	// Source delivers each proxy's resources. Required.
+	Source Source
+	// NodeName is this agent's node: the node of a proxy whose Envoy does
+	// not send the node_name metadata. Required.
+	NodeName string
+	// Logger receives NACKs and stream errors. Nil discards.
+	Logger *slog.Logger
+}
+
+// Server is the ADS server. It implements
+// discoveryv3.AggregatedDiscoveryServiceServer; Register it on the agent's
+// gRPC server (-grpc-port). Call Stop before the gRPC server's GracefulStop:
+// ADS streams never end on their own.
+type Server struct {
+	source   Source
+	nodeName string
+	log      *slog.Logger
+
+	// ctx ends every stream when the server stops.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// wg counts stream handlers and their receive and send goroutines.
+	wg sync.WaitGroup
+
+	mu      sync.Mutex
+	stopped bool
+	nextID  uint64
+	streams map[uint64]*stream
+}
+
+var _ discoveryv3.AggregatedDiscoveryServiceServer = (*Server)(nil)
+
+// New returns a server ready to Register.
+func New(cfg Config) (*Server, error) {
+	if cfg.Source == nil {
+		return nil, wrapf(ErrInvalidConfig, "Source is required")
+	}
+	if cfg.NodeName == "" {
+		return nil, wrapf(ErrInvalidConfig, "NodeName is required")
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Server{
+		source:   cfg.Source,
+		nodeName: cfg.NodeName,
+		log:      log,
+		ctx:      ctx,
+		cancel:   cancel,
+		streams:  map[uint64]*stream{},
+	}, nil
+}
+
+// Register adds the aggregated discovery service to a gRPC server.
+func (s *Server) Register(r grpc.ServiceRegistrar) {
+	discoveryv3.RegisterAggregatedDiscoveryServiceServer(r, s)
+}
+
+// Stop ends every stream with codes.Unavailable (Envoy reconnects, to this
+// agent once it is back or to another), refuses new ones, and waits until
+// every goroutine of every stream has returned, including the Sources'
+// watches. It is safe to call more than once.
+func (s *Server) Stop() {
+	s.mu.Lock()
+	s.stopped = true
+	s.mu.Unlock()
+	s.cancel()
+	s.wg.Wait()
+}
+
+// StreamAggregatedResources serves a state-of-the-world ADS stream.
+func (s *Server) StreamAggregatedResources(gs discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
+	return s.serve(gs.Context(), ProtocolSotW, func() (request, error) {
+		r, err := gs.Recv()
+		if err != nil {
+			return request{}, err
+		}
+		return sotwRequest(r), nil
+	}, func(m proto.Message) error {
+		return gs.Send(m.(*discoveryv3.DiscoveryResponse))
+	})
+}
+
+// DeltaAggregatedResources serves a delta (incremental) ADS stream.
+func (s *Server) DeltaAggregatedResources(gs discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
+	return s.serve(gs.Context(), ProtocolDelta, func() (request, error) {
+		r, err := gs.Recv()
+		if err != nil {
+			return request{}, err
+		}
+		return deltaRequest(r), nil
+	}, func(m proto.Message) error {
+		return gs.Send(m.(*discoveryv3.DeltaDiscoveryResponse))
+	})
+}
+
+// Status returns the status of every open stream of a proxy (usually one),
+// ordered by stream ID; empty when none is connected.
+func (s *Server) Status(proxyID string) []StreamStatus {
+	s.mu.Lock()
+	streams := make([]*stream, 0, 1)
+	for _, st := range s.streams {
+		streams = append(streams, st)
+	}
+	s.mu.Unlock()
+	var out []StreamStatus
+	for _, st := range streams {
+		if ss, ok := st.status(); ok && ss.ProxyID == proxyID {
+			out = append(out, ss)
+		}
+	}
+	slices.SortFunc(out, func(a, b StreamStatus) int { return cmp.Compare(a.StreamID, b.StreamID) })
+	return out
+}
+
+// open registers a new stream, unless the server is stopping. The caller
+// must call close.
+func (s *Server) open(protocol string) (*stream, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return nil, ErrStopped
+	}
+	s.nextID++
+	st := &stream{id: s.nextID, protocol: protocol, connectedAt: time.Now()}
+	st.log = s.log.With("stream", st.id, "protocol", protocol)
+	st.sess = newSession(protocol == ProtocolDelta, st.log, time.Now)
+	s.streams[st.id] = st
+	s.wg.Add(1)
+	return st, nil
+}
+
+// close unregisters a stream.
+func (s *Server) close(st *stream) {
+	s.mu.Lock()
+	delete(s.streams, st.id)
+	s.mu.Unlock()
+	s.wg.Done()
+}

@@ -1,0 +1,411 @@
+package xds
+
+import (
+	"log/slog"
+	"slices"
+	"strconv"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// maxTypesPerStream bounds the type URLs one stream may subscribe to, so a
+// client inventing type URLs cannot grow the server's memory without limit.
+// Envoy uses fewer than ten.
+const maxTypesPerStream = 32
+
+// request is a delta or state-of-the-world request reduced to what the
+// protocol needs.
+type request struct {
+	typeURL     string
+	nonce       string
+	errorDetail *rpcstatus.Status
+	node        *corev3.Node
+	// names are the state-of-the-world resource_names.
+	names []string
+	// subscribe, unsubscribe and initial are the delta fields.
+	subscribe, unsubscribe []string
+	initial                map[string]string
+}
+
+func sotwRequest(r *discoveryv3.DiscoveryRequest) request {
+	return request{
+		typeURL:     r.GetTypeUrl(),
+		nonce:       r.GetResponseNonce(),
+		errorDetail: r.GetErrorDetail(),
+		node:        r.GetNode(),
+		names:       r.GetResourceNames(),
+	}
+}
+
+func deltaRequest(r *discoveryv3.DeltaDiscoveryRequest) request {
+	return request{
+		typeURL:     r.GetTypeUrl(),
+		nonce:       r.GetResponseNonce(),
+		errorDetail: r.GetErrorDetail(),
+		node:        r.GetNode(),
+		subscribe:   r.GetResourceNamesSubscribe(),
+		unsubscribe: r.GetResourceNamesUnsubscribe(),
+		initial:     r.GetInitialResourceVersions(),
+	}
+}
+
+// session is the protocol state of one ADS stream, without any I/O: the
+// stream loop feeds it requests and resource sets and sends what plan
+// returns. It is not safe for concurrent use.
+type session struct {
+	delta bool
+	log   *slog.Logger
+	now   func() time.Time
+	// res is the latest resource set; nil until the Source delivers one.
+	res   prepared
+	types map[string]*typeState
+	nonce uint64
+	// staleEDS names assignments whose cluster was re-sent while the client
+	// did not subscribe to them yet (see refreshEndpoints).
+	staleEDS map[string]struct{}
+}
+
+func newSession(delta bool, log *slog.Logger, now func() time.Time) *session {
+	return &session{delta: delta, log: log, now: now, types: map[string]*typeState{}, staleEDS: map[string]struct{}{}}
+}
+
+// setResources takes a new prepared resource set.
+func (s *session) setResources(p prepared) { s.res = p }
+
+// typeFor returns the state of a type, creating it on first use.
+func (s *session) typeFor(typeURL string) (*typeState, bool) {
+	if typeURL == "" {
+		s.log.Warn("xds: ignoring request without type_url")
+		return nil, false
+	}
+	if ts, ok := s.types[typeURL]; ok {
+		return ts, true
+	}
+	if len(s.types) >= maxTypesPerStream {
+		s.log.Warn("xds: ignoring request: too many types on one stream", "type", typeURL)
+		return nil, false
+	}
+	ts := newTypeState(typeURL)
+	s.types[typeURL] = ts
+	return ts, true
+}
+
+// handle applies one request: ACK/NACK bookkeeping and subscription
+// changes. Responses follow from plan.
+func (s *session) handle(r request) {
+	if s.delta {
+		s.handleDelta(r)
+	} else {
+		s.handleSotW(r)
+	}
+	if r.typeURL == resource.EndpointType {
+		s.consumeStaleEDS()
+	}
+}
+
+func (s *session) handleSotW(r request) {
+	ts, ok := s.typeFor(r.typeURL)
+	if !ok {
+		return
+	}
+	if ts.subscribed && r.nonce != "" && r.nonce != ts.lastNonce {
+		// Stale: the client has not seen our latest response of the type
+		// yet; its ACK of that one will carry its current subscription.
+		s.log.Debug("xds: ignoring stale request", "type", r.typeURL, "nonce", r.nonce)
+		return
+	}
+	if ts.subscribed && r.nonce == "" {
+		// The client starts the type over on the same stream: it holds
+		// nothing we can rely on.
+		s.log.Debug("xds: type re-requested without nonce", "type", r.typeURL)
+		clear(ts.client)
+		ts.answered, ts.inflight, ts.suppressed = false, nil, false
+	}
+	if ts.inflight != nil && r.nonce == ts.inflight.nonce {
+		s.ackOrNack(ts, r)
+	}
+	ts.subscribed = true
+	ts.setSotWNames(r.names)
+}
+
+func (s *session) handleDelta(r request) {
+	ts, ok := s.typeFor(r.typeURL)
+	if !ok {
+		return
+	}
+	first := !ts.subscribed
+	ts.subscribed = true
+	if r.nonce != "" {
+		if ts.inflight != nil && r.nonce == ts.inflight.nonce {
+			s.ackOrNack(ts, r)
+		} else {
+			// Subscription changes still apply: they are incremental and
+			// losing one would desynchronise the client.
+			s.log.Debug("xds: request nonce matches no pending response", "type", r.typeURL, "nonce", r.nonce)
+		}
+	}
+	ts.applyDelta(first, r.subscribe, r.unsubscribe, r.initial)
+}
+
+// ackOrNack settles the type's in-flight response.
+func (s *session) ackOrNack(ts *typeState, r request) {
+	inf := ts.inflight
+	ts.inflight = nil
+	now := s.now()
+	if r.errorDetail == nil {
+		ts.status.LastAckedVersion, ts.status.LastAckedAt = inf.version, now
+		return
+	}
+	ts.revert(inf.prev)
+	ts.suppressed, ts.suppressedFP = true, inf.viewFP
+	ts.status.LastNackedVersion, ts.status.LastNackedAt = inf.version, now
+	ts.status.LastNackError, ts.status.LastNackCode = r.errorDetail.GetMessage(), r.errorDetail.GetCode()
+	s.log.Warn("xds: envoy rejected config", "type", ts.typeURL, "version", inf.version,
+		"nonce", inf.nonce, "error", r.errorDetail.GetMessage())
+}
+
+// ordered returns the subscribed types sorted by rank (then URL).
+func (s *session) ordered(rank func(string) int) []*typeState {
+	out := make([]*typeState, 0, len(s.types))
+	for _, ts := range s.types {
+		if ts.subscribed {
+			out = append(out, ts)
+		}
+	}
+	slices.SortFunc(out, func(a, b *typeState) int {
+		if ra, rb := rank(a.typeURL), rank(b.typeURL); ra != rb {
+			return ra - rb
+		}
+		switch {
+		case a.typeURL < b.typeURL:
+			return -1
+		case a.typeURL > b.typeURL:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// plan decides which responses to send now and records them as sent. The
+// rules, in order:
+//   - nothing before the Source delivered resources (the stream stays silent);
+//   - at most one unacknowledged response per type: a type in flight waits,
+//     and its newer changes go out together after the ACK or NACK;
+//   - a type rejected by NACK stays silent until its resources change;
+//   - upserts go in make-before-break order (secrets, clusters, endpoints,
+//     listeners, routes), and listeners and routes wait while anything ranked
+//     before them is in flight or a cluster the client holds still lacks its
+//     current endpoints, so they never name what Envoy lacks or is warming;
+//   - each cluster change re-sends its endpoints (Envoy drops the endpoints
+//     of a re-warmed cluster);
+//   - removals go last, once nothing is in flight or waiting, referrers
+//     first.
+func (s *session) plan() []proto.Message {
+	if s.res == nil {
+		return nil
+	}
+	var out []proto.Message
+	blockLater := s.endpointsPending()
+	deferred := false // an upsert had to wait
+	for _, ts := range s.ordered(typeRank) {
+		if ts.inflight != nil {
+			if ts.rank < rankListener {
+				blockLater = true
+			}
+			continue
+		}
+		view := ts.view(s.res[ts.typeURL])
+		if ts.suppressed {
+			if fingerprint(view) == ts.suppressedFP {
+				continue
+			}
+			ts.suppressed = false
+		}
+		ups := ts.upserts(view)
+		if len(ups) == 0 && ts.answered {
+			continue
+		}
+		if (ts.rank == rankListener || ts.rank == rankRoute) && blockLater {
+			deferred = true
+			continue
+		}
+		out = append(out, s.respond(ts, view, ups, nil))
+		if ts.rank < rankListener {
+			blockLater = true
+		}
+		if ts.typeURL == resource.ClusterType {
+			s.refreshEndpoints(ups)
+		}
+	}
+	if deferred || s.endpointsPending() {
+		return out
+	}
+	for _, ts := range s.types {
+		if ts.inflight != nil {
+			return out
+		}
+	}
+	for _, ts := range s.ordered(removalRank) {
+		if ts.suppressed {
+			continue
+		}
+		set := s.res[ts.typeURL]
+		rems := ts.removals(set, s.delta)
+		if len(rems) == 0 {
+			continue
+		}
+		out = append(out, s.respond(ts, ts.view(set), nil, rems))
+	}
+	return out
+}
+
+// endpointsPending reports whether a cluster the client holds takes its
+// endpoints from an assignment that exists but the client does not hold at
+// its current version: listeners and routes then wait, as Envoy keeps such
+// a cluster warming. It does not wait for endpoints Envoy rejected.
+func (s *session) endpointsPending() bool {
+	cds := s.types[resource.ClusterType]
+	if cds == nil {
+		return false
+	}
+	eds := s.types[resource.EndpointType]
+	if eds != nil && eds.suppressed {
+		return false
+	}
+	set := s.res[resource.EndpointType]
+	for _, c := range cds.client {
+		if c == nil || c.edsName == "" {
+			continue
+		}
+		want := set[c.edsName]
+		if want == nil {
+			continue
+		}
+		if eds == nil {
+			return true
+		}
+		if h := eds.client[c.edsName]; h == nil || h.version != want.version {
+			return true
+		}
+	}
+	return false
+}
+
+// refreshEndpoints makes the endpoints of changed EDS clusters go out
+// again: Envoy drops the endpoints of a cluster it re-warms. A name the
+// client does not subscribe to yet is remembered, so that versions it
+// announces in initial_resource_versions do not suppress the refresh.
+func (s *session) refreshEndpoints(clusters []*entry) {
+	for _, c := range clusters {
+		if c.edsName != "" {
+			s.staleEDS[c.edsName] = struct{}{}
+		}
+	}
+	s.consumeStaleEDS()
+}
+
+// consumeStaleEDS forgets, from the endpoint client view, the assignments of
+// re-sent clusters that the client subscribes to, and drops remembered names
+// whose cluster the client no longer holds.
+func (s *session) consumeStaleEDS() {
+	if len(s.staleEDS) == 0 {
+		return
+	}
+	eds := s.types[resource.EndpointType]
+	if eds != nil && eds.subscribed {
+		for n := range s.staleEDS {
+			if !eds.wants(n) {
+				continue
+			}
+			delete(s.staleEDS, n)
+			if _, held := eds.client[n]; held {
+				delete(eds.client, n)
+				eds.suppressed = false
+			}
+		}
+	}
+	needed := map[string]struct{}{}
+	if cds := s.types[resource.ClusterType]; cds != nil {
+		for _, c := range cds.client {
+			if c != nil && c.edsName != "" {
+				needed[c.edsName] = struct{}{}
+			}
+		}
+	}
+	for n := range s.staleEDS {
+		if _, ok := needed[n]; !ok {
+			delete(s.staleEDS, n)
+		}
+	}
+}
+
+// respond builds one response for a type and records it as in flight.
+// view is what the client should end up with; ups the entries it lacks;
+// rems the names to remove (removal phase, ups empty).
+func (s *session) respond(ts *typeState, view, ups []*entry, rems []string) proto.Message {
+	s.nonce++
+	nonce := strconv.FormatUint(s.nonce, 10)
+	inf := &inflight{nonce: nonce, viewFP: fingerprint(view)}
+	var msg proto.Message
+	if s.delta {
+		inf.prev = ts.apply(ups, rems, false)
+		inf.version = ts.versionHeld()
+		resources := make([]*discoveryv3.Resource, len(ups))
+		for i, e := range ups {
+			resources[i] = &discoveryv3.Resource{Name: e.name, Version: e.version, Resource: e.any}
+		}
+		msg = &discoveryv3.DeltaDiscoveryResponse{
+			SystemVersionInfo: inf.version,
+			Resources:         resources,
+			RemovedResources:  rems,
+			TypeUrl:           ts.typeURL,
+			Nonce:             nonce,
+		}
+	} else {
+		sent := view
+		if rems == nil && omissionDeletes(ts.typeURL) {
+			// Upsert phase: keep what is going away until the removal phase.
+			if held := ts.held(view); len(held) > 0 {
+				sent = append(slices.Clone(view), held...)
+				slices.SortFunc(sent, byName)
+			}
+		}
+		inf.prev = ts.apply(sent, nil, omissionDeletes(ts.typeURL))
+		inf.version = fingerprint(sent)
+		anys := make([]*anypb.Any, len(sent))
+		for i, e := range sent {
+			anys[i] = e.any
+		}
+		msg = &discoveryv3.DiscoveryResponse{
+			VersionInfo: inf.version,
+			Resources:   anys,
+			TypeUrl:     ts.typeURL,
+			Nonce:       nonce,
+		}
+	}
+	ts.inflight = inf
+	ts.answered = true
+	ts.lastNonce = nonce
+	ts.noteSent(nonce, inf.version, s.now())
+	return msg
+}
+
+// waiting reports whether no resources arrived yet.
+func (s *session) waiting() bool { return s.res == nil }
+
+// typeStatuses returns the status of every subscribed type.
+func (s *session) typeStatuses() []TypeStatus {
+	types := s.ordered(typeRank)
+	out := make([]TypeStatus, len(types))
+	for i, ts := range types {
+		out[i] = ts.statusCopy()
+	}
+	return out
+}

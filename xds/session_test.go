@@ -1,0 +1,161 @@
+package xds
+
+import (
+	"log/slog"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
+	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
+)
+
+func TestSubscriptionRules(t *testing.T) {
+	type step struct {
+		sub, unsub []string
+	}
+	tests := []struct {
+		name         string
+		typeURL      string
+		delta        bool
+		steps        []step // SotW: sub is resource_names
+		wantWildcard bool
+		wantNames    []string
+	}{
+		{"sotw clusters without names: wildcard", cdsURL, false, []step{{}}, true, nil},
+		{"sotw listeners by name (gRPC)", ldsURL, false, []step{{sub: []string{"l1"}}}, false, []string{"l1"}},
+		{"sotw endpoints without names: nothing", edsURL, false, []step{{sub: []string{"a"}}, {}}, false, nil},
+		{"sotw routes without names: nothing", rdsURL, false, []step{{}}, false, nil},
+		{"sotw explicit wildcard", edsURL, false, []step{{sub: []string{"*", "a"}}}, true, []string{"a"}},
+		{"sotw unknown type without names: wildcard", "type.googleapis.com/x.Y", false, []step{{}}, true, nil},
+		{"delta first request without names: legacy wildcard", cdsURL, true, []step{{}}, true, nil},
+		{"delta endpoints first request without names: nothing", edsURL, true, []step{{}}, false, nil},
+		{"delta later request without names keeps subscription", edsURL, true, []step{{sub: []string{"a"}}, {}}, false, []string{"a"}},
+		{"delta names are not a wildcard", cdsURL, true, []step{{sub: []string{"c1"}}}, false, []string{"c1"}},
+		{"delta subscribe and unsubscribe", edsURL, true, []step{{sub: []string{"a", "b"}}, {unsub: []string{"a"}}}, false, []string{"b"}},
+		{"delta wildcard on and off", cdsURL, true, []step{{}, {sub: []string{"*", "x"}}, {unsub: []string{"*"}}}, false, []string{"x"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ts := newTypeState(tc.typeURL)
+			for i, s := range tc.steps {
+				if tc.delta {
+					ts.applyDelta(i == 0, s.sub, s.unsub, nil)
+				} else {
+					ts.setSotWNames(s.sub)
+				}
+			}
+			names := slices.Sorted(maps.Keys(ts.names))
+			if ts.wildcard != tc.wantWildcard || !slices.Equal(names, tc.wantNames) {
+				t.Errorf("wildcard=%v names=%v, want %v %v", ts.wildcard, names, tc.wantWildcard, tc.wantNames)
+			}
+		})
+	}
+}
+
+// planned summarises plan's output as "TYPE:name,-removed".
+func planned(msgs []proto.Message) []string {
+	var out []string
+	for _, m := range msgs {
+		r := m.(*discoveryv3.DeltaDiscoveryResponse)
+		s := typeOf(r.GetTypeUrl())
+		if r.GetTypeUrl() == resource.SecretType {
+			s = "SDS"
+		}
+		out = append(out, s+":"+joinNames(deltaNames(r)))
+	}
+	return out
+}
+
+func joinNames(n []string) string {
+	s := ""
+	for i, x := range n {
+		if i > 0 {
+			s += ","
+		}
+		s += x
+	}
+	return s
+}
+
+// ackAll acknowledges every response of a plan.
+func ackAll(s *session, msgs []proto.Message) {
+	for _, m := range msgs {
+		r := m.(*discoveryv3.DeltaDiscoveryResponse)
+		s.handle(request{typeURL: r.GetTypeUrl(), nonce: r.GetNonce()})
+	}
+}
+
+func TestPlanOrder(t *testing.T) {
+	secret := &tlsv3.Secret{Name: "leaf"}
+	tests := []struct {
+		name string
+		// subscribe runs before the first resources arrive.
+		subscribe []request
+		res       Resources
+		want      [][]string // one plan per round; every response is ACKed between rounds
+	}{
+		{
+			name: "secrets before clusters, listeners after endpoints",
+			subscribe: []request{
+				{typeURL: ldsURL}, {typeURL: resource.SecretType, subscribe: []string{"leaf"}},
+				{typeURL: cdsURL}, {typeURL: edsURL, subscribe: []string{"a"}},
+			},
+			res:  set(secret, cluster("a", 0), cla("a", 1), listener("l", 1)),
+			want: [][]string{{"SDS:leaf", "CDS:a", "EDS:a"}, {"LDS:l"}, nil},
+		},
+		{
+			name:      "other types are not held back",
+			subscribe: []request{{typeURL: cdsURL}, {typeURL: "type.googleapis.com/x.Y"}},
+			res:       set(cluster("a", 0), cla("a", 1)),
+			want:      [][]string{{"CDS:a", `"type.googleapis.com/x.Y":`}, nil},
+		},
+		{
+			name:      "cluster without endpoints does not hold listeners",
+			subscribe: []request{{typeURL: cdsURL}, {typeURL: ldsURL}},
+			res:       set(cluster("a", 0), listener("l", 1)),
+			want:      [][]string{{"CDS:a"}, {"LDS:l"}, nil},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newSession(true, slog.New(slog.DiscardHandler), time.Now)
+			for _, r := range tc.subscribe {
+				s.handle(r)
+				if got := s.plan(); len(got) != 0 {
+					t.Fatalf("plan before resources: %v", planned(got))
+				}
+			}
+			s.setResources(prepare(tc.res, nil, slog.New(slog.DiscardHandler)))
+			for i, want := range tc.want {
+				got := s.plan()
+				if !slices.Equal(planned(got), want) {
+					t.Fatalf("round %d: plan %v, want %v", i, planned(got), want)
+				}
+				ackAll(s, got)
+			}
+		})
+	}
+}
+
+func TestVersionsFollowContent(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	p1 := prepare(set(cluster("a", 0), cluster("b", 0)), nil, log)
+	p2 := prepare(set(cluster("a", 0), cluster("b", 1)), p1, log)
+	if p1[cdsURL]["a"].version != p2[cdsURL]["a"].version {
+		t.Error("equal content got different versions")
+	}
+	if p1[cdsURL]["b"].version == p2[cdsURL]["b"].version {
+		t.Error("different content got equal versions")
+	}
+	if p1[cdsURL]["a"].any != p2[cdsURL]["a"].any {
+		t.Error("unchanged resource was encoded again")
+	}
+	bad := prepare(Resources{cdsURL: {"x": listener("x", 1), "y": nil}}, nil, log)
+	if len(bad[cdsURL]) != 0 {
+		t.Errorf("mistyped or nil resources kept: %v", bad[cdsURL])
+	}
+}

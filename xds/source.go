@@ -1,0 +1,75 @@
+package xds
+
+import (
+	"context"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/protobuf/proto"
+)
+
+// Resources is one complete, immutable set of Envoy resources for a proxy,
+// keyed by type URL (resource.ClusterType, ...) and then by resource name
+// (the resource's own name: Cluster.Name, ClusterLoadAssignment.ClusterName,
+// Listener.Name, RouteConfiguration.Name, ...).
+//
+// A set is complete: a resource of a type that is absent from the set does
+// not exist, and the server removes it from the proxy. A type that has no
+// key at all is an empty type. The server and every stream share the set
+// read-only, so a producer must never modify a set (or a message in it)
+// after handing it over; reusing the same message pointer for an unchanged
+// resource in the next set is encouraged, because the server then skips
+// re-encoding it.
+type Resources map[string]map[string]proto.Message
+
+// ProxyRef identifies the proxy behind one ADS stream.
+type ProxyRef struct {
+	// ServiceID is the proxy's service ID: the Envoy node ID.
+	ServiceID string
+	// Node is the node the proxy is registered on: the node metadata key
+	// node_name, or this agent's node when Envoy does not send it.
+	Node string
+	// Token is the ACL token from the x-consul-token gRPC metadata, kept for
+	// the Source to authorize the watch. Empty when none was sent.
+	Token string
+}
+
+// Source gives the server the resources of a proxy as they change. The
+// agent implements it with proxycfg and the generators; tests use a fake.
+type Source interface {
+	// Watch is called once per ADS stream, as soon as the stream's first
+	// request names the proxy. It must return promptly. The channel delivers
+	// the latest complete Resources set whenever it changes (intermediate sets
+	// may be skipped) and delivers nothing while the proxy is unknown (the
+	// stream stays open and silent). The Source must close the channel once
+	// ctx ends: the stream waits for that before it finishes. Closing it
+	// earlier ends the stream with codes.Unavailable, so Envoy reconnects.
+	// An error ends the stream; a gRPC status error keeps its code, any other
+	// error becomes codes.Unavailable.
+	Watch(ctx context.Context, proxy ProxyRef) (<-chan Resources, error)
+}
+
+// nodeNameKey is the Envoy node metadata key naming the node the proxy is
+// registered on (Consul's name for it).
+const nodeNameKey = "node_name"
+
+// tokenMetadataKey is the gRPC metadata key carrying the ACL token.
+const tokenMetadataKey = "x-consul-token"
+
+// proxyRef builds the identity of a stream from its first request's node and
+// the stream's gRPC metadata.
+func proxyRef(ctx context.Context, node *corev3.Node, defaultNode string) (ProxyRef, error) {
+	if node.GetId() == "" {
+		return ProxyRef{}, ErrMissingNode
+	}
+	ref := ProxyRef{ServiceID: node.GetId(), Node: defaultNode}
+	if v := node.GetMetadata().GetFields()[nodeNameKey].GetStringValue(); v != "" {
+		ref.Node = v
+	}
+	if md, ok := metadata.FromIncomingContext(ctx); ok {
+		if t := md.Get(tokenMetadataKey); len(t) > 0 {
+			ref.Token = t[0]
+		}
+	}
+	return ref, nil
+}

@@ -1,0 +1,296 @@
+package xds
+
+import (
+	"maps"
+	"slices"
+	"time"
+)
+
+// typeState is what one stream knows about one resource type: what the
+// client subscribed to, what it holds, and the response awaiting its ACK.
+// It is owned by the stream's loop goroutine.
+type typeState struct {
+	typeURL string
+	rank    int
+	// subscribed is set by the first request for the type on the stream.
+	subscribed bool
+	// wildcard subscribes to every resource of the type.
+	wildcard bool
+	// names are the explicitly subscribed resource names.
+	names map[string]struct{}
+	// client is what the client holds, by name: the entry last sent (or the
+	// version it announced in initial_resource_versions). A nil value means
+	// the client was told the resource does not exist (delta only).
+	client map[string]*entry
+	// answered is set once a response for the type went out on the stream:
+	// the first request of each type is answered even when empty, because
+	// Envoy waits for it to finish initialising.
+	answered bool
+	// inflight is the response awaiting ACK or NACK; at most one per type.
+	inflight *inflight
+	// suppressed holds the type back after a NACK until the resources the
+	// client would get (fingerprint suppressedFP) change: Envoy rejects the
+	// same content every time, so re-sending it would loop forever.
+	suppressed   bool
+	suppressedFP string
+	// lastNonce is the nonce of the latest response of the type; a
+	// state-of-the-world request quoting any other nonce is stale.
+	lastNonce string
+	status    TypeStatus
+}
+
+// inflight is one response awaiting ACK or NACK.
+type inflight struct {
+	nonce   string
+	version string
+	// viewFP fingerprints the resources the client was meant to get; a NACK
+	// suppresses the type until that changes.
+	viewFP string
+	// prev is what the client held, for every name the response touched,
+	// before it: a NACK means the client kept that.
+	prev map[string]prevEntry
+}
+
+type prevEntry struct {
+	e    *entry
+	held bool
+}
+
+func newTypeState(typeURL string) *typeState {
+	return &typeState{
+		typeURL: typeURL,
+		rank:    typeRank(typeURL),
+		names:   map[string]struct{}{},
+		client:  map[string]*entry{},
+		status:  TypeStatus{TypeURL: typeURL},
+	}
+}
+
+// wants reports whether the client subscribed to a resource name.
+func (ts *typeState) wants(name string) bool {
+	if ts.wildcard {
+		return true
+	}
+	_, ok := ts.names[name]
+	return ok
+}
+
+// view is what the client should hold: the subscribed resources that
+// exist, sorted by name.
+func (ts *typeState) view(set typeSet) []*entry {
+	var out []*entry
+	if ts.wildcard {
+		out = make([]*entry, 0, len(set))
+		for _, e := range set {
+			out = append(out, e)
+		}
+	} else {
+		for n := range ts.names {
+			if e := set[n]; e != nil {
+				out = append(out, e)
+			}
+		}
+	}
+	slices.SortFunc(out, byName)
+	return out
+}
+
+// upserts are the entries of the view the client does not hold at their
+// current version.
+func (ts *typeState) upserts(view []*entry) []*entry {
+	var out []*entry
+	for _, e := range view {
+		if c := ts.client[e.name]; c == nil || c.version != e.version {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// removals are the names the client must drop: those it holds that are no
+// longer in the view and, in delta, subscribed names it was never told do
+// not exist (the protocol's way of saying "no such resource"). In
+// state-of-the-world only listeners and clusters are removed (by omission).
+func (ts *typeState) removals(set typeSet, delta bool) []string {
+	if !delta && !omissionDeletes(ts.typeURL) {
+		return nil
+	}
+	var out []string
+	for name, c := range ts.client {
+		if c != nil && (set[name] == nil || !ts.wants(name)) {
+			out = append(out, name)
+		}
+	}
+	if delta {
+		for n := range ts.names {
+			if _, known := ts.client[n]; !known && set[n] == nil {
+				out = append(out, n)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// held are the entries the client holds that are not in the view, for a
+// state-of-the-world listener or cluster response that must not remove
+// anything yet (removals go last).
+func (ts *typeState) held(view []*entry) []*entry {
+	var out []*entry
+	for name, c := range ts.client {
+		if c == nil || c.any == nil {
+			continue
+		}
+		if _, found := slices.BinarySearchFunc(view, name, func(e *entry, n string) int {
+			switch {
+			case e.name < n:
+				return -1
+			case e.name > n:
+				return 1
+			}
+			return 0
+		}); !found {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// apply records a response in the client view (optimistically: a NACK
+// reverts it) and returns what the touched names held before. replace
+// drops every held name not sent (state-of-the-world omission).
+func (ts *typeState) apply(sent []*entry, removed []string, replace bool) map[string]prevEntry {
+	prev := make(map[string]prevEntry, len(sent)+len(removed))
+	record := func(name string) {
+		if _, done := prev[name]; !done {
+			c, held := ts.client[name]
+			prev[name] = prevEntry{e: c, held: held}
+		}
+	}
+	if replace {
+		keep := make(map[string]struct{}, len(sent))
+		for _, e := range sent {
+			keep[e.name] = struct{}{}
+		}
+		for name := range ts.client {
+			if _, ok := keep[name]; !ok {
+				record(name)
+				delete(ts.client, name)
+			}
+		}
+	}
+	for _, e := range sent {
+		record(e.name)
+		ts.client[e.name] = e
+	}
+	for _, n := range removed {
+		record(n)
+		if _, explicit := ts.names[n]; explicit {
+			ts.client[n] = nil
+		} else {
+			delete(ts.client, n)
+		}
+	}
+	return prev
+}
+
+// revert undoes a rejected response.
+func (ts *typeState) revert(prev map[string]prevEntry) {
+	for name, p := range prev {
+		if p.held {
+			ts.client[name] = p.e
+		} else {
+			delete(ts.client, name)
+		}
+	}
+	ts.dropUnwanted()
+}
+
+// dropUnwanted forgets held resources the client no longer subscribes to:
+// the client drops them itself.
+func (ts *typeState) dropUnwanted() {
+	if ts.wildcard {
+		return
+	}
+	maps.DeleteFunc(ts.client, func(name string, _ *entry) bool { return !ts.wants(name) })
+}
+
+// versionHeld fingerprints what the client holds (the delta
+// system_version_info).
+func (ts *typeState) versionHeld() string {
+	entries := make([]*entry, 0, len(ts.client))
+	for _, c := range ts.client {
+		if c != nil {
+			entries = append(entries, c)
+		}
+	}
+	return fingerprint(entries)
+}
+
+// setSotWNames applies a state-of-the-world request's resource names: an
+// empty list is a wildcard for listeners, clusters and unknown types and
+// subscribes to nothing for named-only types; "*" is an explicit wildcard.
+func (ts *typeState) setSotWNames(names []string) {
+	ts.wildcard = len(names) == 0 && !namedOnly(ts.typeURL)
+	clear(ts.names)
+	for _, n := range names {
+		if n == "*" {
+			ts.wildcard = true
+			continue
+		}
+		ts.names[n] = struct{}{}
+	}
+	ts.dropUnwanted()
+}
+
+// applyDelta applies a delta request's subscription changes. A
+// (re)subscribed name is forgotten from the client view so that it is sent
+// again: the client may have dropped it.
+func (ts *typeState) applyDelta(first bool, subscribe, unsubscribe []string, initial map[string]string) {
+	if first && len(subscribe) == 0 && !namedOnly(ts.typeURL) {
+		ts.wildcard = true // legacy wildcard: the first request names nothing
+	}
+	for _, n := range subscribe {
+		if n == "*" {
+			ts.wildcard = true
+			continue
+		}
+		ts.names[n] = struct{}{}
+		delete(ts.client, n)
+	}
+	for _, n := range unsubscribe {
+		if n == "*" {
+			ts.wildcard = false
+			continue
+		}
+		delete(ts.names, n)
+		delete(ts.client, n)
+	}
+	if first {
+		for n, v := range initial {
+			ts.client[n] = &entry{name: n, version: v}
+		}
+	}
+	ts.dropUnwanted()
+}
+
+// statusCopy returns the type's status with the derived fields filled in.
+func (ts *typeState) statusCopy() TypeStatus {
+	s := ts.status
+	s.Pending = ts.inflight != nil
+	s.Suppressed = ts.suppressed
+	s.Wildcard = ts.wildcard
+	s.Subscribed = len(ts.names)
+	s.Held = 0
+	for _, c := range ts.client {
+		if c != nil {
+			s.Held++
+		}
+	}
+	return s
+}
+
+// noteSent records a response in the type's status.
+func (ts *typeState) noteSent(nonce, version string, now time.Time) {
+	ts.status.LastSentVersion, ts.status.LastSentNonce, ts.status.LastSentAt = version, nonce, now
+}
