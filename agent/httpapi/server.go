@@ -65,6 +65,9 @@ type Config struct {
 	// Local serves the agent's own services and checks; nil answers those
 	// endpoints with 501.
 	Local LocalAgent
+	// ProxyStatus serves /v1/agent/proxy-status/<id>; nil answers it with
+	// 501.
+	ProxyStatus ProxyStatuses
 }
 
 // ErrInvalidConfig is returned by New when a required Config field is
@@ -87,9 +90,11 @@ type Server struct {
 	members    Membership
 	leaver     Leaver
 	local      LocalAgent
-	leafCerts  LeafCerts
-	authorizer ConnectAuthorizer
-	handler    http.Handler
+	// proxyStatus reports xDS streams.
+	proxyStatus ProxyStatuses
+	leafCerts   LeafCerts
+	authorizer  ConnectAuthorizer
+	handler     http.Handler
 }
 
 // New builds the HTTP API from cfg.
@@ -105,18 +110,19 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("%w: SessionTTLMin is negative", ErrInvalidConfig)
 	}
 	s := &Server{
-		rpc:        cfg.RPC,
-		log:        cfg.Logger,
-		nodeName:   cfg.NodeName,
-		dc:         cfg.Datacenter,
-		sessionMin: cfg.SessionTTLMin,
-		self:       cfg.Self,
-		metrics:    cfg.Metrics,
-		members:    cfg.Membership,
-		leaver:     cfg.Leaver,
-		local:      cfg.Local,
-		leafCerts:  cfg.LeafCerts,
-		authorizer: cfg.ConnectAuthorizer,
+		rpc:         cfg.RPC,
+		log:         cfg.Logger,
+		nodeName:    cfg.NodeName,
+		dc:          cfg.Datacenter,
+		sessionMin:  cfg.SessionTTLMin,
+		self:        cfg.Self,
+		metrics:     cfg.Metrics,
+		members:     cfg.Membership,
+		leaver:      cfg.Leaver,
+		local:       cfg.Local,
+		proxyStatus: cfg.ProxyStatus,
+		leafCerts:   cfg.LeafCerts,
+		authorizer:  cfg.ConnectAuthorizer,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -165,6 +171,7 @@ func (s *Server) routes() *http.ServeMux {
 	handle("/v1/agent/check/update/", put, s.agentCheckUpdate)
 	handle("/v1/agent/health/service/id/", get, s.agentHealthService(false))
 	handle("/v1/agent/health/service/name/", get, s.agentHealthService(true))
+	handle("/v1/agent/proxy-status/", get, s.agentProxyStatus)
 
 	handle("/v1/catalog/register", put, s.catalogRegister)
 	handle("/v1/catalog/deregister", put, s.catalogDeregister)
