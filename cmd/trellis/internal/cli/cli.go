@@ -75,6 +75,7 @@ func commands() map[string]command {
 		"connect ca":               {"Interact with the Connect Certificate Authority (CA)", nil},
 		"connect ca get-config":    {"Display the current Connect Certificate Authority (CA) configuration", runConnectCAGetConfig},
 		"connect ca set-config":    {"Modify the current Connect CA configuration", runConnectCASetConfig},
+		"connect envoy":            {"Runs or configures Envoy as a Connect proxy", runConnectEnvoy},
 		"force-leave":              {"Forces a member of the cluster to enter the \"left\" state", runForceLeave},
 		"intention":                {"Interact with Connect service intentions", nil},
 		"intention check":          {"Check whether a connection between two services is allowed.", runIntentionCheck},
