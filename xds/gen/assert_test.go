@@ -1,0 +1,105 @@
+package gen
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/types/descriptorpb"
+	"google.golang.org/protobuf/types/known/anypb"
+)
+
+// requireNames asserts the exact set of names of one type.
+func requireNames(t *testing.T, res Resources, typeURL string, names ...string) {
+	t.Helper()
+	got := sortedKeys(res[typeURL])
+	want := append([]string{}, names...)
+	sort.Strings(want)
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("%s names:\n got %q\nwant %q", shortType(typeURL), got, want)
+	}
+}
+
+// nameWithSuffix returns the one name of a type that ends with suffix.
+func nameWithSuffix(t *testing.T, res Resources, typeURL, suffix string) string {
+	t.Helper()
+	var found []string
+	for name := range res[typeURL] {
+		if strings.HasSuffix(name, suffix) {
+			found = append(found, name)
+		}
+	}
+	if len(found) != 1 {
+		t.Fatalf("%s names ending in %q: %q", shortType(typeURL), suffix, found)
+	}
+	return found[0]
+}
+
+// endpointsOf renders an endpoint set as "addr:port/STATUS/weight".
+func endpointsOf(t *testing.T, res Resources, name string) []string {
+	t.Helper()
+	msg, ok := res[EndpointType][name]
+	if !ok {
+		t.Fatalf("no endpoints %q", name)
+	}
+	var out []string
+	for _, l := range msg.(*endpointv3.ClusterLoadAssignment).GetEndpoints() {
+		for _, e := range l.GetLbEndpoints() {
+			sa := e.GetEndpoint().GetAddress().GetSocketAddress()
+			out = append(out, fmt.Sprintf("%s:%d/%s/%d", sa.GetAddress(), sa.GetPortValue(), e.GetHealthStatus(), e.GetLoadBalancingWeight().GetValue()))
+		}
+	}
+	return out
+}
+
+// deprecatedFields lists the deprecated proto fields and enum values set
+// anywhere in a set, packed configs included.
+func deprecatedFields(t *testing.T, res Resources) []string {
+	var out []string
+	var walk func(m protoreflect.Message)
+	walk = func(m protoreflect.Message) {
+		if a, ok := m.Interface().(*anypb.Any); ok {
+			inner, err := a.UnmarshalNew()
+			if err != nil {
+				t.Fatal(err)
+			}
+			walk(inner.ProtoReflect())
+			return
+		}
+		m.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+			if opts, ok := fd.Options().(*descriptorpb.FieldOptions); ok && opts.GetDeprecated() {
+				out = append(out, string(fd.FullName()))
+			}
+			switch {
+			case fd.IsList() && fd.Message() != nil:
+				for i := 0; i < v.List().Len(); i++ {
+					walk(v.List().Get(i).Message())
+				}
+			case fd.IsMap() && fd.MapValue().Message() != nil:
+				v.Map().Range(func(_ protoreflect.MapKey, mv protoreflect.Value) bool {
+					walk(mv.Message())
+					return true
+				})
+			case fd.Message() != nil && !fd.IsList() && !fd.IsMap():
+				walk(v.Message())
+			case fd.Enum() != nil && !fd.IsList():
+				if ev := fd.Enum().Values().ByNumber(v.Enum()); ev != nil {
+					if opts, ok := ev.Options().(*descriptorpb.EnumValueOptions); ok && opts.GetDeprecated() {
+						out = append(out, string(ev.FullName()))
+					}
+				}
+			}
+			return true
+		})
+	}
+	for _, set := range res {
+		for _, m := range set {
+			walk(m.ProtoReflect())
+		}
+	}
+	sort.Strings(out)
+	return out
+}

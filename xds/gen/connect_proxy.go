@@ -1,0 +1,186 @@
+package gen
+
+import (
+	"fmt"
+	"strings"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
+
+	"github.com/trellis-mesh/trellis/proxycfg"
+	"github.com/trellis-mesh/trellis/structs"
+)
+
+// connectProxy generates a sidecar: the local_app cluster and the mTLS
+// public listener in front of it, then per upstream its clusters,
+// endpoints, routes and outbound listener, and in transparent mode the
+// outbound listener that catches redirected traffic.
+func (b *builder) connectProxy() error {
+	cp := b.snap.ConnectProxy
+	if cp == nil {
+		return fmt.Errorf("%w: connect-proxy snapshot without its ConnectProxy part", ErrInvalidSnapshot)
+	}
+	if cp.Leaf == nil {
+		return fmt.Errorf("%w: connect-proxy snapshot without a leaf certificate", ErrInvalidSnapshot)
+	}
+	_, _ = b.reuse("public", b.publicKey(cp), func() (*listenerv3.Filter, error) {
+		b.publicListener(cp)
+		return nil, nil
+	})
+
+	var outbound []*outboundChain
+	for _, u := range sortedUpstreams(cp.Upstreams) {
+		if u.Chain == nil || u.Upstream == nil {
+			continue // not known yet: leave it out until it is
+		}
+		filter, err := b.reuse(upstreamPartID(u.ID), b.upstreamKey(u, cp.Leaf), func() (*listenerv3.Filter, error) {
+			return b.connectUpstream(u, cp.Leaf)
+		})
+		if err != nil {
+			return fmt.Errorf("upstream %q: %w", u.ID, err)
+		}
+		outbound = append(outbound, &outboundChain{u: u, filter: filter})
+	}
+	if cp.Mode == structs.ProxyModeTransparent {
+		b.transparentListener(cp, outbound)
+	}
+	return nil
+}
+
+// connectUpstream adds an upstream's clusters, endpoints and routes and
+// its listener on its local bind address, and returns its network filter.
+func (b *builder) connectUpstream(u *proxycfg.UpstreamSnapshot, leaf *structs.IssuedCert) (*listenerv3.Filter, error) {
+	if err := b.addChainClusters(u, leaf); err != nil {
+		return nil, err
+	}
+	filter, err := b.upstreamFilter(u)
+	if err != nil {
+		return nil, err
+	}
+	if def := u.Upstream; !def.CentrallyConfigured && def.LocalBindPort > 0 {
+		addr := def.LocalBindAddress
+		if addr == "" {
+			addr = "127.0.0.1"
+		}
+		b.addListener(&listenerv3.Listener{
+			Name:             listenerName(string(u.ID), addr, def.LocalBindPort),
+			Address:          socketAddress(addr, def.LocalBindPort),
+			FilterChains:     []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{filter}}},
+			TrafficDirection: corev3.TrafficDirection_OUTBOUND,
+		})
+	}
+	return filter, nil
+}
+
+// serviceProtocol is the proxied service's protocol: the registration's
+// opaque config, else the central configuration, else tcp.
+func serviceProtocol(svc *structs.NodeService, cfg *proxycfg.ServiceConfigResponse) string {
+	if p := strings.ToLower(opaqueString(svc.Proxy.Config, cfgProtocol)); p != "" {
+		return p
+	}
+	if cfg != nil && cfg.Protocol != "" {
+		return strings.ToLower(cfg.Protocol)
+	}
+	return structs.DefaultServiceProtocol
+}
+
+// publicListener adds local_app and the inbound listener: mTLS with the
+// destination's leaf, then intentions (network RBAC for TCP, HTTP RBAC
+// with L7 permissions for HTTP protocols), then the application. A proxy
+// without a local service port has neither.
+func (b *builder) publicListener(cp *proxycfg.ConnectProxySnapshot) {
+	svc := b.snap.Service
+	pc := svc.Proxy
+	if pc.LocalServicePort <= 0 {
+		return
+	}
+	protocol := serviceProtocol(svc, cp.ServiceConfig)
+	http := isHTTPProtocol(protocol)
+	localAddr := pc.LocalServiceAddress
+	if localAddr == "" {
+		localAddr = "127.0.0.1"
+	}
+	b.add(ClusterType, localAppCluster, b.staticCluster(clusterOpts{
+		name:           localAppCluster,
+		connectTimeout: opaqueMillis(pc.Config, cfgLocalConnectTimeout),
+		http2:          isHTTP2Protocol(protocol),
+	}, localAddr, pc.LocalServicePort))
+
+	addr := opaqueString(pc.Config, cfgBindAddress)
+	if addr == "" {
+		addr = svc.Address
+	}
+	if addr == "" {
+		addr = "0.0.0.0"
+	}
+	port := svc.Port
+	if p, ok := opaqueInt(pc.Config, cfgBindPort); ok && p > 0 {
+		port = int(p)
+	}
+	if port <= 0 || port > 65535 {
+		return
+	}
+
+	var filters []*listenerv3.Filter
+	if http {
+		action := &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: localAppCluster}}
+		setTimeout(&action.Timeout, opaqueMillis(pc.Config, cfgLocalRequestTimeout))
+		rc := routeConfiguration(publicListenerPrefix, &routev3.VirtualHost{
+			Name:    publicListenerPrefix,
+			Domains: []string{"*"},
+			Routes:  []*routev3.Route{{Match: prefixMatch("/"), Action: &routev3.Route_Route{Route: action}}},
+		})
+		filters = append(filters, b.httpConnectionManager(hcmOpts{
+			statPrefix:        publicListenerPrefix,
+			routeConfig:       rc,
+			filters:           []*hcmv3.HttpFilter{b.httpRBAC(cp.Intentions, b.snap.IntentionDefaultAllow)},
+			http2:             isHTTP2Protocol(protocol),
+			forwardClientCert: true,
+		}))
+	} else {
+		filters = append(filters,
+			b.networkRBAC(cp.Intentions, b.snap.IntentionDefaultAllow),
+			b.tcpProxy(publicListenerPrefix, localAppCluster))
+	}
+	name := listenerName(publicListenerPrefix, addr, port)
+	b.addListener(&listenerv3.Listener{
+		Name:    name,
+		Address: socketAddress(addr, port),
+		FilterChains: []*listenerv3.FilterChain{{
+			Filters:         filters,
+			TransportSocket: b.meshDownstreamTLS(cp.Leaf),
+		}},
+		TrafficDirection: corev3.TrafficDirection_INBOUND,
+	})
+}
+
+// upstreamFilter is the network filter that sends an upstream's traffic
+// into its chain: an HTTP connection manager with RDS (adding the route
+// configuration named after the upstream) for HTTP chains, a tcp_proxy
+// otherwise.
+func (b *builder) upstreamFilter(u *proxycfg.UpstreamSnapshot) (*listenerv3.Filter, error) {
+	chain := u.Chain
+	if isHTTPProtocol(chain.Protocol) {
+		name := string(u.ID)
+		vh, err := chainVirtualHost(chain, name, []string{"*"})
+		if err != nil {
+			return nil, err
+		}
+		b.add(RouteType, name, routeConfiguration(name, vh))
+		return b.httpConnectionManager(hcmOpts{
+			statPrefix: chainStatPrefix(chain),
+			rds:        name,
+			http2:      isHTTP2Protocol(chain.Protocol),
+		}), nil
+	}
+	cluster, weighted, err := chainTCPDestination(chain)
+	if err != nil {
+		return nil, err
+	}
+	if weighted != nil {
+		return b.tcpProxyWeighted(chainStatPrefix(chain), weighted), nil
+	}
+	return b.tcpProxy(chainStatPrefix(chain), cluster), nil
+}

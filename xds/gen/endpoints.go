@@ -1,0 +1,164 @@
+package gen
+
+import (
+	"cmp"
+	"slices"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+
+	"github.com/trellis-mesh/trellis/structs"
+)
+
+// maxEndpointWeight is Envoy's largest load-balancing weight per endpoint
+// that Consul sends; larger weights are capped to it, as Consul does.
+const maxEndpointWeight = 128
+
+// addressKind says which address of an instance to dial.
+type addressKind uint8
+
+const (
+	// addrService: the service's own address (else its node's) and port.
+	addrService addressKind = iota
+	// addrLAN and addrWAN: a mesh gateway's tagged "lan" or "wan" address,
+	// falling back to the service address.
+	addrLAN
+	addrWAN
+)
+
+// instanceAddress returns where to reach an instance.
+func instanceAddress(n *structs.CheckServiceNode, kind addressKind) (string, int) {
+	svc := n.Service
+	var tag string
+	switch kind {
+	case addrLAN:
+		tag = "lan"
+	case addrWAN:
+		tag = "wan"
+	}
+	if tag != "" {
+		if ta, ok := svc.TaggedAddresses[tag]; ok && ta.Address != "" && ta.Port > 0 {
+			return ta.Address, ta.Port
+		}
+		if kind == addrWAN && n.Node != nil {
+			if a := n.Node.TaggedAddresses["wan"]; a != "" {
+				return a, svc.Port
+			}
+		}
+	}
+	addr := svc.Address
+	if addr == "" && n.Node != nil {
+		addr = n.Node.Address
+	}
+	return addr, svc.Port
+}
+
+// endpointHealth decides whether and how an instance takes traffic, from
+// all its checks (node checks included):
+//
+//   - any check critical (or in maintenance): excluded;
+//   - a check warning: DEGRADED at the Warning weight (excluded when the
+//     subset asks for passing instances only);
+//   - otherwise HEALTHY at the Passing weight.
+//
+// A zero weight excludes the instance; weights are capped at 128. Unset
+// weights count as 1.
+func endpointHealth(n *structs.CheckServiceNode, onlyPassing bool) (corev3.HealthStatus, uint32, bool) {
+	status := corev3.HealthStatus_HEALTHY
+	for _, c := range n.Checks {
+		if c == nil {
+			continue
+		}
+		switch c.Status {
+		case structs.HealthPassing:
+		case structs.HealthWarning:
+			if onlyPassing {
+				return 0, 0, false
+			}
+			status = corev3.HealthStatus_DEGRADED
+		default: // critical, maintenance, unknown
+			return 0, 0, false
+		}
+	}
+	weight := 1
+	if w := n.Service.Weights; w != nil {
+		weight = w.Passing
+		if status == corev3.HealthStatus_DEGRADED {
+			weight = w.Warning
+		}
+	}
+	if weight < 1 {
+		return 0, 0, false
+	}
+	return status, uint32(min(weight, maxEndpointWeight)), true
+}
+
+// loadAssignment builds the endpoint set of one cluster. Instances are
+// sorted by address and port so that equal inputs encode equally.
+func loadAssignment(name string, nodes structs.CheckServiceNodes, onlyPassing bool, kind addressKind) *endpointv3.ClusterLoadAssignment {
+	type ep struct {
+		addr   string
+		port   int
+		status corev3.HealthStatus
+		weight uint32
+	}
+	eps := make([]ep, 0, len(nodes))
+	for i := range nodes {
+		n := &nodes[i]
+		if n.Service == nil {
+			continue
+		}
+		status, weight, ok := endpointHealth(n, onlyPassing)
+		if !ok {
+			continue
+		}
+		addr, port := instanceAddress(n, kind)
+		if addr == "" || port <= 0 || port > 65535 {
+			continue
+		}
+		eps = append(eps, ep{addr, port, status, weight})
+	}
+	slices.SortFunc(eps, func(a, b ep) int {
+		return cmp.Or(cmp.Compare(a.addr, b.addr), cmp.Compare(a.port, b.port))
+	})
+	cla := &endpointv3.ClusterLoadAssignment{ClusterName: name}
+	if len(eps) == 0 {
+		return cla
+	}
+	lbs := make([]*endpointv3.LbEndpoint, 0, len(eps))
+	for _, e := range eps {
+		lbs = append(lbs, &endpointv3.LbEndpoint{
+			HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{
+				Address: socketAddress(e.addr, e.port),
+			}},
+			HealthStatus:        e.status,
+			LoadBalancingWeight: wrapUint32(e.weight),
+		})
+	}
+	cla.Endpoints = []*endpointv3.LocalityLbEndpoints{{LbEndpoints: lbs}}
+	return cla
+}
+
+// staticAssignment is the inline endpoint set of a static cluster (one
+// address).
+func staticAssignment(name, addr string, port int) *endpointv3.ClusterLoadAssignment {
+	return &endpointv3.ClusterLoadAssignment{
+		ClusterName: name,
+		Endpoints: []*endpointv3.LocalityLbEndpoints{{LbEndpoints: []*endpointv3.LbEndpoint{{
+			HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: socketAddress(addr, port)}},
+		}}}},
+	}
+}
+
+// hasHostname reports whether an endpoint set names a host rather than an
+// IP (such a set needs DNS resolution, which EDS does not do).
+func hasHostname(localities []*endpointv3.LocalityLbEndpoints) bool {
+	for _, l := range localities {
+		for _, e := range l.GetLbEndpoints() {
+			if _, ok := hostPrefix(e.GetEndpoint().GetAddress().GetSocketAddress().GetAddress()); !ok {
+				return true
+			}
+		}
+	}
+	return false
+}

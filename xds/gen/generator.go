@@ -1,0 +1,143 @@
+package gen
+
+import (
+	"fmt"
+	"sync"
+	"unsafe"
+
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/trellis-mesh/trellis/proxycfg"
+	"github.com/trellis-mesh/trellis/structs"
+)
+
+// Generator generates the successive snapshots of one proxy, reusing what
+// did not change since the previous call: a sidecar's public listener and
+// each of its upstreams (clusters, endpoints, routes, listener) are rebuilt
+// only when one of their inputs is a different value. Snapshots make this
+// cheap to tell: proxycfg never modifies a delivered value, it replaces it,
+// so an unchanged input is the same pointer.
+//
+// An endpoint change of one upstream thus costs one upstream's generation,
+// and the resources of the others are the very messages of the previous
+// set, which the ADS server recognises without re-encoding them.
+//
+// The result always equals Generate's for the same snapshot. Use one
+// Generator per proxy (the reuse is keyed on that proxy's values); it is
+// safe for concurrent use, though a proxy's snapshots usually come one at
+// a time. Gateways are generated without reuse.
+type Generator struct {
+	mu   sync.Mutex
+	prev *memo
+}
+
+// Generate returns the resources of snap; see the package function
+// Generate.
+func (g *Generator) Generate(snap *proxycfg.ConfigSnapshot) (Resources, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	m := &memo{prev: g.prev}
+	res, err := generate(snap, m)
+	if err != nil {
+		return nil, err
+	}
+	// Only what this generation used is kept: removed upstreams are
+	// forgotten.
+	m.prev = nil
+	g.prev = m
+	return res, nil
+}
+
+// recorded is one resource a part of a generation added.
+type recorded struct {
+	typeURL, name string
+	msg           proto.Message
+}
+
+// part is the output of one reusable part of a generation, and the key of
+// the inputs it was made from.
+type part struct {
+	key       any
+	resources []recorded
+	// filter is an upstream's network filter (transparent proxies reuse
+	// it in their outbound listener).
+	filter *listenerv3.Filter
+}
+
+// memo holds the parts of the previous generation (prev) and collects
+// those of the current one.
+type memo struct {
+	prev  *memo
+	parts map[string]*part
+}
+
+// upstreamKey is every input of an upstream's resources.
+type upstreamKey struct {
+	u     *proxycfg.UpstreamSnapshot
+	leaf  *structs.IssuedCert
+	roots *structs.IndexedCARoots
+	mesh  *structs.MeshConfigEntry
+	dc    string
+}
+
+// publicKey is every input of a sidecar's public listener and local_app.
+type publicKey struct {
+	svc          *structs.NodeService
+	leaf         *structs.IssuedCert
+	intentions   *(*structs.Intention)
+	nIntentions  int
+	svcConfig    *proxycfg.ServiceConfigResponse
+	roots        *structs.IndexedCARoots
+	mesh         *structs.MeshConfigEntry
+	defaultAllow bool
+}
+
+// reuse generates a part, or replays the previous generation's output of
+// it when its key is unchanged. id names the part within the proxy.
+func (b *builder) reuse(id string, key any, gen func() (*listenerv3.Filter, error)) (*listenerv3.Filter, error) {
+	if b.memo == nil {
+		return gen()
+	}
+	if prev := b.memo.prev; prev != nil {
+		if p := prev.parts[id]; p != nil && p.key == key {
+			for _, r := range p.resources {
+				b.put(r.typeURL, r.name, r.msg)
+			}
+			b.memo.store(id, p)
+			return p.filter, nil
+		}
+	}
+	var rec []recorded
+	b.rec = &rec
+	filter, err := gen()
+	b.rec = nil
+	if err != nil || b.err != nil {
+		return filter, err
+	}
+	b.memo.store(id, &part{key: key, resources: rec, filter: filter})
+	return filter, nil
+}
+
+func (m *memo) store(id string, p *part) {
+	if m.parts == nil {
+		m.parts = map[string]*part{}
+	}
+	m.parts[id] = p
+}
+
+func (b *builder) upstreamKey(u *proxycfg.UpstreamSnapshot, leaf *structs.IssuedCert) upstreamKey {
+	return upstreamKey{u: u, leaf: leaf, roots: b.snap.Roots, mesh: b.snap.MeshConfig, dc: b.snap.Datacenter}
+}
+
+func (b *builder) publicKey(cp *proxycfg.ConnectProxySnapshot) publicKey {
+	return publicKey{
+		svc: b.snap.Service, leaf: cp.Leaf,
+		intentions: unsafe.SliceData(cp.Intentions), nIntentions: len(cp.Intentions),
+		svcConfig: cp.ServiceConfig, roots: b.snap.Roots, mesh: b.snap.MeshConfig,
+		defaultAllow: b.snap.IntentionDefaultAllow,
+	}
+}
+
+// upstreamPartID names an upstream's part.
+func upstreamPartID(id proxycfg.UpstreamID) string { return fmt.Sprintf("upstream/%s", id) }

@@ -1,0 +1,103 @@
+package gen
+
+import (
+	"testing"
+
+	"github.com/trellis-mesh/trellis/proxycfg"
+	"github.com/trellis-mesh/trellis/structs"
+)
+
+// TestGeneratorEqualsGenerate feeds a Generator a sequence of snapshots in
+// which one input changes at a time, as proxycfg delivers them (changed
+// values replaced, unchanged ones shared). Every result must equal
+// Generate's, and the parts whose inputs did not change must be the very
+// messages of the previous result.
+func TestGeneratorEqualsGenerate(t *testing.T) {
+	base := snapshot(t, transparentWorld(false)(), transparentSidecar(), 3)
+
+	// derive copies s and its connect-proxy part and applies edit.
+	derive := func(s *proxycfg.ConfigSnapshot, edit func(s *proxycfg.ConfigSnapshot, cp *proxycfg.ConnectProxySnapshot)) *proxycfg.ConfigSnapshot {
+		ns := *s
+		cp := *s.ConnectProxy
+		cp.Upstreams = make(map[proxycfg.UpstreamID]*proxycfg.UpstreamSnapshot, len(s.ConnectProxy.Upstreams))
+		for id, u := range s.ConnectProxy.Upstreams {
+			cp.Upstreams[id] = u
+		}
+		ns.ConnectProxy = &cp
+		edit(&ns, &cp)
+		return &ns
+	}
+	newEndpoints := derive(base, func(_ *proxycfg.ConfigSnapshot, cp *proxycfg.ConnectProxySnapshot) {
+		u := *cp.Upstreams["db"]
+		u.Endpoints = map[string]structs.CheckServiceNodes{"db.default.default.dc1": sidecars("db", "dc1", inst{addr: "10.0.1.1"}, inst{addr: "10.0.1.9"})}
+		cp.Upstreams["db"] = &u
+	})
+	newLeaf := derive(newEndpoints, func(_ *proxycfg.ConfigSnapshot, cp *proxycfg.ConnectProxySnapshot) {
+		l := *cp.Leaf
+		l.SerialNumber, l.CertPEM = "02", pem("CERTIFICATE", "LEAF-web-renewed")
+		cp.Leaf = &l
+	})
+	newIntentions := derive(newLeaf, func(_ *proxycfg.ConfigSnapshot, cp *proxycfg.ConnectProxySnapshot) {
+		cp.Intentions = structs.Intentions{intention("api", "web", structs.IntentionActionDeny)}
+	})
+	upstreamGone := derive(newIntentions, func(_ *proxycfg.ConfigSnapshot, cp *proxycfg.ConnectProxySnapshot) {
+		delete(cp.Upstreams, "api")
+	})
+	rotated := derive(upstreamGone, func(s *proxycfg.ConfigSnapshot, _ *proxycfg.ConnectProxySnapshot) {
+		r := *s.Roots
+		r.Roots = append(structs.CARoots{}, r.Roots[1], &structs.CARoot{ID: "root-3", RootCert: pem("CERTIFICATE", "ROOT-3"), Active: true})
+		s.Roots = &r
+	})
+	meshOnly := derive(rotated, func(s *proxycfg.ConfigSnapshot, _ *proxycfg.ConnectProxySnapshot) {
+		s.MeshConfig = &structs.MeshConfigEntry{TransparentProxy: structs.TransparentProxyMeshConfig{MeshDestinationsOnly: true}}
+	})
+
+	var g Generator
+	steps := []struct {
+		name string
+		snap *proxycfg.ConfigSnapshot
+		// same and changed are clusters that must (not) be the previous
+		// result's messages.
+		same, changed []string
+	}{
+		{name: "first", snap: base},
+		{name: "again", snap: base, same: []string{"local_app", "db.default.dc1.internal." + testTrustDomain}},
+		{name: "db endpoints", snap: newEndpoints,
+			same:    []string{"local_app", "api.default.dc1.internal." + testTrustDomain},
+			changed: []string{"db.default.dc1.internal." + testTrustDomain}},
+		{name: "leaf renewed", snap: newLeaf, changed: []string{"api.default.dc1.internal." + testTrustDomain}},
+		{name: "intentions", snap: newIntentions, same: []string{"api.default.dc1.internal." + testTrustDomain}},
+		{name: "upstream removed", snap: upstreamGone, same: []string{"db.default.dc1.internal." + testTrustDomain}},
+		{name: "roots rotated", snap: rotated, changed: []string{"local_app", "db.default.dc1.internal." + testTrustDomain}},
+		{name: "mesh entry", snap: meshOnly},
+		{name: "back to the start", snap: base},
+	}
+	var prev Resources
+	for _, st := range steps {
+		got, err := g.Generate(st.snap)
+		if err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		want, err := Generate(st.snap)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := equalResources(want, got); err != nil {
+			t.Fatalf("%s: Generator and Generate differ: %v", st.name, err)
+		}
+		if err := Validate(got); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		for _, name := range st.same {
+			if got[ClusterType][name] != prev[ClusterType][name] {
+				t.Errorf("%s: cluster %s was rebuilt", st.name, name)
+			}
+		}
+		for _, name := range st.changed {
+			if got[ClusterType][name] == prev[ClusterType][name] {
+				t.Errorf("%s: cluster %s was reused", st.name, name)
+			}
+		}
+		prev = got
+	}
+}

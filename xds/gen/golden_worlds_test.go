@@ -1,0 +1,155 @@
+package gen
+
+import (
+	"time"
+
+	"github.com/trellis-mesh/trellis/structs"
+)
+
+// --- worlds of the golden cases ----------------------------------------
+
+// routedWorld has api behind a router, a splitter over two subsets, and an
+// admin service failing over to another.
+func routedWorld() *world {
+	w := newWorld()
+	w.entries = append(httpDefaults("web", "api", "admin", "admin-backup"),
+		&structs.ServiceResolverConfigEntry{
+			Kind: structs.ServiceResolver, Name: "api", DefaultSubset: "v1",
+			ConnectTimeout: structs.Duration(3 * time.Second),
+			Subsets: map[string]structs.ServiceResolverSubset{
+				"v1": {Filter: `Service.Meta.version == "v1"`},
+				"v2": {Filter: `Service.Meta.version == "v2"`, OnlyPassing: true},
+			},
+		},
+		&structs.ServiceSplitterConfigEntry{Kind: structs.ServiceSplitter, Name: "api", Splits: []structs.ServiceSplit{
+			{Weight: 90, ServiceSubset: "v1"},
+			{Weight: 10, ServiceSubset: "v2", RequestHeaders: &structs.HTTPHeaderModifiers{Set: map[string]string{"x-canary": "1"}}},
+		}},
+		&structs.ServiceRouterConfigEntry{Kind: structs.ServiceRouter, Name: "api", Routes: []structs.ServiceRoute{
+			{
+				Match: &structs.ServiceRouteMatch{HTTP: &structs.ServiceRouteHTTPMatch{
+					PathPrefix: "/v2/",
+					Header:     []structs.ServiceRouteHTTPMatchHeader{{Name: "x-debug", Present: true}},
+				}},
+				Destination: &structs.ServiceRouteDestination{
+					ServiceSubset: "v2", PrefixRewrite: "/", RequestTimeout: structs.Duration(5 * time.Second),
+					NumRetries: 3, RetryOnConnectFailure: true, RetryOnStatusCodes: []uint32{503},
+				},
+			},
+			{
+				Match:       &structs.ServiceRouteMatch{HTTP: &structs.ServiceRouteHTTPMatch{PathExact: "/admin", Methods: []string{"GET", "POST"}}},
+				Destination: &structs.ServiceRouteDestination{Service: "admin", RequestHeaders: &structs.HTTPHeaderModifiers{Add: map[string]string{"x-via": "router"}, Remove: []string{"cookie"}}},
+			},
+			{
+				Match: &structs.ServiceRouteMatch{HTTP: &structs.ServiceRouteHTTPMatch{
+					PathRegex: "/users/[0-9]+", CaseInsensitive: true,
+					QueryParam: []structs.ServiceRouteHTTPMatchQueryParam{{Name: "canary", Exact: "1"}, {Name: "trace", Present: true}},
+					Header:     []structs.ServiceRouteHTTPMatchHeader{{Name: "x-env", Regex: "stag.*", Invert: true}},
+				}},
+				Destination: &structs.ServiceRouteDestination{ServiceSubset: "v2", IdleTimeout: structs.Duration(30 * time.Second), RetryOn: []string{"5xx", "reset"}},
+			},
+		}},
+		&structs.ServiceResolverConfigEntry{Kind: structs.ServiceResolver, Name: "admin", Failover: map[string]structs.ServiceResolverFailover{
+			"*": {Service: "admin-backup"},
+		}},
+	)
+	w.connect["api/dc1"] = sidecars("api", "dc1",
+		inst{addr: "10.0.2.1", meta: map[string]string{"version": "v1"}},
+		inst{addr: "10.0.2.2", meta: map[string]string{"version": "v1"}},
+		inst{addr: "10.0.2.3", meta: map[string]string{"version": "v2"}},
+		inst{addr: "10.0.2.4", meta: map[string]string{"version": "v2"}, status: structs.HealthWarning},
+	)
+	w.connect["admin/dc1"] = sidecars("admin", "dc1", inst{addr: "10.0.3.1"})
+	w.connect["admin-backup/dc1"] = sidecars("admin-backup", "dc1", inst{addr: "10.0.4.1"})
+	return w
+}
+
+func transparentSidecar() *structs.NodeService {
+	s := sidecar("web", structs.Upstream{DestinationName: "cache", LocalBindPort: 9393})
+	s.Proxy.Mode = structs.ProxyModeTransparent
+	return s
+}
+
+// transparentWorld lets web reach api (HTTP, with a virtual IP) and db by
+// intentions, besides its explicit cache upstream.
+func transparentWorld(meshOnly bool) func() *world {
+	return func() *world {
+		w := newWorld()
+		w.entries = append(httpDefaults("api"),
+			&structs.MeshConfigEntry{TransparentProxy: structs.TransparentProxyMeshConfig{MeshDestinationsOnly: meshOnly}})
+		w.intentionUpstreams["web"] = []string{"api", "db"}
+		w.connect["api/dc1"] = sidecars("api", "dc1",
+			inst{addr: "10.0.2.1", tagged: map[string]structs.ServiceAddress{"virtual": {Address: "240.0.0.1", Port: 80}}},
+			inst{addr: "10.0.2.2", tagged: map[string]structs.ServiceAddress{"virtual": {Address: "240.0.0.1", Port: 80}}},
+		)
+		w.connect["db/dc1"] = sidecars("db", "dc1", inst{addr: "10.0.1.1"})
+		// cache shares a node with db: the two claim different ports there.
+		w.connect["cache/dc1"] = sidecars("cache", "dc1", inst{addr: "10.0.1.1", port: 21001})
+		w.connect["cache/dc1"][0].Service.Proxy.LocalServicePort = 6379
+		return w
+	}
+}
+
+func ingressWorld() *world {
+	w := newWorld()
+	w.entries = append(httpDefaults("api", "web", "admin"),
+		&structs.ServiceRouterConfigEntry{Kind: structs.ServiceRouter, Name: "api", Routes: []structs.ServiceRoute{{
+			Match:       &structs.ServiceRouteMatch{HTTP: &structs.ServiceRouteHTTPMatch{PathPrefix: "/admin"}},
+			Destination: &structs.ServiceRouteDestination{Service: "admin"},
+		}}},
+		&structs.IngressGatewayConfigEntry{Kind: structs.IngressGateway, Name: "ingress", Listeners: []structs.IngressListener{
+			{Port: 8080, Protocol: "http", Services: []structs.IngressService{
+				{Name: "api", Hosts: []string{"api.example.com", "api.example.com:8080"},
+					RequestHeaders: &structs.HTTPHeaderModifiers{Set: map[string]string{"x-gateway": "ingress"}}},
+				{Name: "web"},
+			}},
+			{Port: 8443, Protocol: "http", TLS: &structs.GatewayTLSConfig{Enabled: true}, Services: []structs.IngressService{
+				{Name: "admin", Hosts: []string{"admin.example.com"}},
+			}},
+			{Port: 9000, Protocol: "tcp", Services: []structs.IngressService{{Name: "db"}}},
+		}},
+	)
+	w.connect["api/dc1"] = sidecars("api", "dc1", inst{addr: "10.0.2.1"})
+	w.connect["web/dc1"] = sidecars("web", "dc1", inst{addr: "10.0.5.1"}, inst{addr: "10.0.5.2"})
+	w.connect["admin/dc1"] = sidecars("admin", "dc1", inst{addr: "10.0.3.1"})
+	w.connect["db/dc1"] = sidecars("db", "dc1", inst{addr: "10.0.1.1"})
+	return w
+}
+
+func terminatingWorld() *world {
+	w := newWorld()
+	w.defaultDeny = true
+	w.entries = append(httpDefaults("legacy"),
+		&structs.TerminatingGatewayConfigEntry{Kind: structs.TerminatingGateway, Name: "terminating", Services: []structs.LinkedService{
+			{Name: "billing", CAFile: "/etc/trellis/billing-ca.pem", CertFile: "/etc/trellis/billing.pem", KeyFile: "/etc/trellis/billing-key.pem", SNI: "billing.example.com"},
+			{Name: "legacy"},
+		}},
+		&structs.ServiceResolverConfigEntry{Kind: structs.ServiceResolver, Name: "legacy", ConnectTimeout: structs.Duration(10 * time.Second),
+			RequestTimeout: structs.Duration(20 * time.Second),
+			Subsets:        map[string]structs.ServiceResolverSubset{"v1": {Filter: `Service.Meta.version == "v1"`}}},
+	)
+	w.intentions["billing"] = structs.Intentions{intention("web", "billing", structs.IntentionActionAllow)}
+	w.instances["billing"] = plainInstances("billing", inst{addr: "203.0.113.10"}, inst{addr: "203.0.113.11", status: structs.HealthCritical})
+	w.instances["legacy"] = plainInstances("legacy",
+		inst{addr: "legacy.example.com", port: 80},
+		inst{addr: "203.0.113.20", port: 80, meta: map[string]string{"version": "v1"}},
+	)
+	return w
+}
+
+func meshGatewayWorld() *world {
+	w := newWorld()
+	w.datacenters = []string{"dc1", "dc2", "dc3"}
+	w.services = []string{"consul", "db", "web"}
+	w.entries = []structs.ConfigEntry{
+		&structs.ServiceResolverConfigEntry{Kind: structs.ServiceResolver, Name: "db",
+			Subsets: map[string]structs.ServiceResolverSubset{"v1": {Filter: `Service.Meta.version == "v1"`}}},
+	}
+	w.connect["db/dc1"] = sidecars("db", "dc1",
+		inst{addr: "10.0.1.1", meta: map[string]string{"version": "v1"}},
+		inst{addr: "10.0.1.2", meta: map[string]string{"version": "v2"}})
+	w.connect["web/dc1"] = sidecars("web", "dc1", inst{addr: "10.0.5.1"})
+	w.meshGateways["dc2"] = meshGatewayNodes("dc2", [2]string{"10.2.0.100", "198.51.100.2"})
+	w.meshGateways["dc3"] = structs.CheckServiceNodes{}
+	return w
+}
