@@ -52,6 +52,10 @@ type Agent struct {
 	local *localServices
 	// leaf issues and renews this agent's services' leaf certificates.
 	leaf *leafcert.Manager
+	// proxies keeps every proxy's configuration snapshot current.
+	proxies *proxyConfig
+	// xds serves Envoy on the gRPC port.
+	xds  *xdsServing
 	http []*http.Server
 
 	metrics *prometheus.Registry
@@ -107,6 +111,12 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		return err
 	}
 	a.leaf = leaf
+	if a.proxies, err = a.startProxycfg(); err != nil {
+		return err
+	}
+	if err := a.startXDS(a.proxies); err != nil {
+		return err
+	}
 	if err := a.startHTTP(); err != nil {
 		return err
 	}
@@ -225,6 +235,7 @@ func (a *Agent) startHTTP() error {
 		Leaver:            a,
 		Metrics:           metricsHandler(a.metrics),
 		Local:             a.local,
+		ProxyStatus:       a,
 		LeafCerts:         leafCerts,
 		ConnectAuthorizer: authorizer,
 	})
@@ -315,6 +326,12 @@ func (a *Agent) Shutdown() error {
 			if err := hs.Shutdown(ctx); err != nil {
 				_ = hs.Close()
 			}
+		}
+		if a.xds != nil {
+			a.xds.stop()
+		}
+		if a.proxies != nil {
+			a.proxies.stop()
 		}
 		if a.leaf != nil {
 			a.leaf.Stop()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/trellis-mesh/trellis/connect"
 	"github.com/trellis-mesh/trellis/connect/ca"
+	"github.com/trellis-mesh/trellis/proxycfg/datasources/query"
 	"github.com/trellis-mesh/trellis/state"
 	"github.com/trellis-mesh/trellis/structs"
 )
@@ -19,21 +20,11 @@ import (
 // Roots carry no key material: keys live in their own table.
 func (s *Server) connectCARoots(ctx context.Context, args *structs.DCSpecificRequest, reply *structs.IndexedCARoots) error {
 	return s.blockingQuery(ctx, &args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, st *state.Store) error {
-		_, cfg, err := st.CAConfig(ws)
+		r, err := query.CARoots(ws, st)
 		if err != nil {
 			return err
 		}
-		idx, roots, err := st.CARoots(ws)
-		if err != nil {
-			return err
-		}
-		reply.Index, reply.Roots, reply.ActiveRootID, reply.TrustDomain = idx, roots, "", ""
-		if cfg != nil {
-			reply.TrustDomain = connect.TrustDomain(cfg.ClusterID)
-		}
-		if active := roots.Active(); active != nil {
-			reply.ActiveRootID = active.ID
-		}
+		*reply = *r
 		return nil
 	})
 }

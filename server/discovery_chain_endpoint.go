@@ -6,7 +6,7 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
-	"github.com/trellis-mesh/trellis/connect/discoverychain"
+	"github.com/trellis-mesh/trellis/proxycfg/datasources/query"
 	"github.com/trellis-mesh/trellis/state"
 	"github.com/trellis-mesh/trellis/structs"
 )
@@ -21,24 +21,11 @@ func (s *Server) discoveryChainGet(ctx context.Context, args *structs.DiscoveryC
 	if args.Name == "" {
 		return ErrMissingChainName
 	}
-	dc := args.EvaluateInDatacenter
-	if dc == "" {
-		dc = s.cfg.Datacenter
-	}
 	return s.blockingQuery(ctx, &args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, st *state.Store) error {
-		caIdx, td, err := trustDomainFrom(st, ws)
-		if err != nil {
-			return err
+		r, err := query.DiscoveryChain(ws, st, args, s.cfg.Datacenter)
+		if r != nil {
+			reply.Index, reply.Chain = r.Index, r.Chain
 		}
-		idx, chain, err := st.ServiceDiscoveryChain(ws, discoverychain.CompileRequest{
-			ServiceName:            args.Name,
-			EvaluateInDatacenter:   dc,
-			EvaluateInTrustDomain:  td,
-			OverrideMeshGateway:    args.OverrideMeshGateway,
-			OverrideProtocol:       args.OverrideProtocol,
-			OverrideConnectTimeout: args.OverrideConnectTimeout,
-		})
-		reply.Index, reply.Chain = max(idx, caIdx), chain
 		return err
 	})
 }

@@ -58,6 +58,9 @@ func (s *Server) endpointTable() map[string]endpoint {
 	handle(t, structs.MethodIntentionMatch, read, s.intentionMatch)
 	handle(t, structs.MethodIntentionCheck, read, s.intentionCheck)
 	handle(t, structs.MethodDiscoveryChainGet, read, s.discoveryChainGet)
+
+	// The reads behind client agents' proxy configuration.
+	s.proxycfgEndpoints(t)
 	return t
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
+	"github.com/trellis-mesh/trellis/proxycfg/datasources/query"
 	"github.com/trellis-mesh/trellis/state"
 	"github.com/trellis-mesh/trellis/structs"
 )
@@ -15,25 +16,11 @@ func (s *Server) healthServiceNodes(ctx context.Context, args *structs.ServiceSp
 		return errors.New("Must provide service name")
 	}
 	return s.blockingQuery(ctx, &args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, st *state.Store) error {
-		var tags []string
-		if args.TagFilter {
-			tags = args.ServiceTags
-		}
-		idx, nodes, err := st.CheckServiceNodes(ws, args.ServiceName, tags, args.Connect)
+		r, err := query.ServiceHealth(ws, st, args)
 		if err != nil {
 			return err
 		}
-		out := nodes[:0:0]
-		for i := range nodes {
-			if args.PassingOnly && !nodes[i].Passing() {
-				continue
-			}
-			if len(args.NodeMetaFilters) > 0 && (nodes[i].Node == nil || !metaMatches(nodes[i].Node.Meta, args.NodeMetaFilters)) {
-				continue
-			}
-			out = append(out, nodes[i])
-		}
-		reply.Index, reply.Nodes = idx, out
+		reply.Index, reply.Nodes = r.Index, r.Nodes
 		return nil
 	})
 }

@@ -3,7 +3,7 @@ package server
 import (
 	"github.com/hashicorp/go-memdb"
 
-	"github.com/trellis-mesh/trellis/connect"
+	"github.com/trellis-mesh/trellis/proxycfg/datasources/query"
 	"github.com/trellis-mesh/trellis/structs"
 )
 
@@ -19,11 +19,7 @@ type caConfigSource interface {
 // then "" (discovery chains still compile; their SNIs end in ".internal."
 // until the CA exists, and the watch added to ws fires when it does).
 func trustDomainFrom(st caConfigSource, ws memdb.WatchSet) (uint64, string, error) {
-	idx, cfg, err := st.CAConfig(ws)
-	if err != nil || cfg == nil || cfg.ClusterID == "" {
-		return idx, "", err
-	}
-	return idx, connect.TrustDomain(cfg.ClusterID), nil
+	return query.TrustDomain(ws, st)
 }
 
 // trustDomain is the current trust domain ("" before the CA exists).

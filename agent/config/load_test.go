@@ -2,8 +2,8 @@ package config
 
 import (
 	"errors"
-	"net"
 	"io"
+	"net"
 	"os"
 	"path/filepath"
 	"reflect"

@@ -1,0 +1,174 @@
+// Package serverstate implements proxycfg's data sources on a server, by
+// reading the server's own state store: every question runs as one
+// goroutine that reads with a memdb.WatchSet (plus the store's AbandonCh,
+// so that a snapshot restore makes it re-read the new store), delivers the
+// result when it changed, blocks until a watched channel fires, and reads
+// again; failed reads are retried with backoff. Proxies asking the same
+// question share that goroutine and its results.
+//
+// The reads are those of proxycfg/datasources/query, which the server's
+// RPC endpoints use too: a proxy served by a server sees exactly what a
+// proxy on a client agent gets through RPC.
+//
+// Typical wiring (agent/proxycfg.go):
+//
+//	ss, _ := serverstate.New(serverstate.Config{Store: srv.StateStore, Datacenter: "dc1"})
+//	defer ss.Close() // after the manager's Close
+//	ds := ss.DataSources(leafSource)
+package serverstate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/trellis-mesh/trellis/proxycfg"
+	"github.com/trellis-mesh/trellis/proxycfg/datasources/internal/fanout"
+	"github.com/trellis-mesh/trellis/state"
+)
+
+// Sentinel errors of the package.
+var (
+	// ErrInvalidConfig is returned by New for a Config missing a required
+	// field.
+	ErrInvalidConfig = errors.New("serverstate: invalid config")
+	// ErrInvalidRequest is returned by Notify for a request that cannot be
+	// answered as asked (a missing name, an unknown config entry kind, a
+	// malformed filter).
+	ErrInvalidRequest = errors.New("serverstate: invalid request")
+	// ErrRemoteDatacenter is delivered (as an event error) for a question
+	// about another datacenter: the local store only knows its own.
+	ErrRemoteDatacenter = errors.New("serverstate: no path to datacenter")
+	// ErrClosed is returned by Notify after Close.
+	ErrClosed = fanout.ErrClosed
+)
+
+// Stats are the counters of the sources: running queries, their
+// subscribers, and the queries started so far.
+type Stats = fanout.Stats
+
+// Config holds what the sources need. Store and Datacenter are required.
+type Config struct {
+	Logger *slog.Logger
+	// Store returns the server's current state store. It is called for
+	// every read, because a snapshot restore replaces the store.
+	Store func() *state.Store
+	// Datacenter is the server's datacenter: the only one the store
+	// answers for.
+	Datacenter string
+	// DefaultIntentionPolicy ("allow" or "deny"; empty means allow)
+	// decides which services IntentionUpstreams lists when no intention
+	// matches.
+	DefaultIntentionPolicy string
+	// RetryMin and RetryMax bound the backoff after a failed read (zero:
+	// fanout's defaults).
+	RetryMin, RetryMax time.Duration
+}
+
+// Sources are the server-local data sources. Close stops every goroutine.
+type Sources struct {
+	cfg          Config
+	group        *fanout.Group
+	defaultAllow bool
+}
+
+// New returns the sources; nothing runs until a Notify.
+func New(cfg Config) (*Sources, error) {
+	if cfg.Store == nil {
+		return nil, fmt.Errorf("%w: Store is required", ErrInvalidConfig)
+	}
+	if cfg.Datacenter == "" {
+		return nil, fmt.Errorf("%w: Datacenter is required", ErrInvalidConfig)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Sources{
+		cfg:          cfg,
+		group:        fanout.NewGroup(fanout.Config{Name: "serverstate", Logger: cfg.Logger}),
+		defaultAllow: !strings.EqualFold(cfg.DefaultIntentionPolicy, "deny"),
+	}, nil
+}
+
+// DataSources returns every data source the manager needs. The leaf
+// source is given, because certificates are signed by the leader, not
+// read from the store (proxycfg/datasources/leaf over the agent's leaf
+// manager).
+func (s *Sources) DataSources(leaf proxycfg.Leaf) proxycfg.DataSources {
+	return proxycfg.DataSources{
+		CARoots:                caRoots{s},
+		Leaf:                   leaf,
+		Intentions:             intentionsSource{s},
+		IntentionUpstreams:     intentionUpstreams{s},
+		ConfigEntry:            configEntry{s},
+		ConfigEntryList:        configEntryList{s},
+		ResolvedServiceConfig:  serviceConfig{s},
+		CompiledDiscoveryChain: discoveryChain{s},
+		Health:                 health{s},
+		ServiceList:            serviceList{s},
+		GatewayServices:        gatewayServices{s},
+		ServicesByKind:         servicesByKind{s},
+		Datacenters:            datacenters{s},
+	}
+}
+
+// Stats returns the counters of the sources.
+func (s *Sources) Stats() Stats { return s.group.Stats() }
+
+// Close stops every query and waits for its goroutine. Close the manager
+// first: its watches end with it.
+func (s *Sources) Close() { s.group.Close() }
+
+// readFn is one read of the store: it adds its watches to ws and returns
+// a fresh, non-nil result.
+type readFn func(ws memdb.WatchSet, st *state.Store) (any, error)
+
+// watch subscribes ch to the question (kind, req), starting its read
+// loop when it is new. dc is the request's datacenter ("" = local); what
+// names the question in logs.
+func (s *Sources) watch(ctx context.Context, kind string, req any, dc, what, corr string, ch chan<- proxycfg.UpdateEvent, read readFn) error {
+	key := fanout.Key(kind, req)
+	return s.group.Subscribe(ctx, key, kind+":"+what, corr, ch, func() fanout.Runner {
+		if dc != "" && dc != s.cfg.Datacenter {
+			err := fmt.Errorf("%w %q", ErrRemoteDatacenter, dc)
+			return func(ctx context.Context, out fanout.Sink) {
+				out.Error(err)
+				<-ctx.Done()
+			}
+		}
+		return s.loop(read)
+	})
+}
+
+// loop is the runner of one question: read, publish, block on the
+// WatchSet, repeat.
+func (s *Sources) loop(read readFn) fanout.Runner {
+	return func(ctx context.Context, out fanout.Sink) {
+		bo := fanout.Backoff{Min: s.cfg.RetryMin, Max: s.cfg.RetryMax}
+		for ctx.Err() == nil {
+			st := s.cfg.Store()
+			ws := memdb.NewWatchSet()
+			ws.Add(st.AbandonCh())
+			v, err := read(ws, st)
+			if err != nil {
+				out.Error(err)
+				fanout.Sleep(ctx, bo.Next())
+				continue
+			}
+			bo.Reset()
+			out.Result(v)
+			if ws.WatchCtx(ctx) != nil {
+				return
+			}
+		}
+	}
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: "+format, append([]any{ErrInvalidRequest}, args...)...)
+}

@@ -1,0 +1,72 @@
+package server
+
+import (
+	"context"
+
+	"github.com/hashicorp/go-memdb"
+
+	"github.com/trellis-mesh/trellis/proxycfg"
+	"github.com/trellis-mesh/trellis/proxycfg/datasources/query"
+	"github.com/trellis-mesh/trellis/state"
+	"github.com/trellis-mesh/trellis/structs"
+)
+
+// The reads client agents' proxy configuration needs beyond the public
+// API (Consul's ConfigEntry.ResolveServiceConfig and Internal.* methods).
+// Each is a blocking query over the same function the server-local data
+// sources run, so that a proxy sees the same data whichever agent serves
+// it.
+
+// proxycfgEndpoints registers the methods of this file.
+func (s *Server) proxycfgEndpoints(t map[string]endpoint) {
+	const read = false
+	handle(t, query.MethodResolveServiceConfig, read, s.resolveServiceConfig)
+	handle(t, query.MethodIntentionUpstreams, read, s.intentionUpstreams)
+	handle(t, query.MethodGatewayServices, read, s.gatewayServices)
+	handle(t, query.MethodServicesByKind, read, s.servicesByKind)
+}
+
+func (s *Server) resolveServiceConfig(ctx context.Context, args *proxycfg.ServiceConfigRequest, reply *proxycfg.ServiceConfigResponse) error {
+	return s.blockingQuery(ctx, &args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, st *state.Store) error {
+		r, err := query.ResolveServiceConfig(ws, st, args)
+		if err != nil {
+			return err
+		}
+		*reply = *r
+		return nil
+	})
+}
+
+func (s *Server) intentionUpstreams(ctx context.Context, args *structs.ServiceSpecificRequest, reply *proxycfg.ServiceNames) error {
+	allow := s.defaultIntentionAllow()
+	return s.blockingQuery(ctx, &args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, st *state.Store) error {
+		r, err := query.IntentionUpstreams(ws, st, args.ServiceName, allow)
+		if err != nil {
+			return err
+		}
+		*reply = *r
+		return nil
+	})
+}
+
+func (s *Server) gatewayServices(ctx context.Context, args *structs.ServiceSpecificRequest, reply *proxycfg.IndexedGatewayServices) error {
+	return s.blockingQuery(ctx, &args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, st *state.Store) error {
+		r, err := query.GatewayServices(ws, st, args.ServiceName)
+		if err != nil {
+			return err
+		}
+		*reply = *r
+		return nil
+	})
+}
+
+func (s *Server) servicesByKind(ctx context.Context, args *proxycfg.ServiceKindRequest, reply *structs.IndexedCheckServiceNodes) error {
+	return s.blockingQuery(ctx, &args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, st *state.Store) error {
+		r, err := query.ServicesByKind(ws, st, args.Kind)
+		if err != nil {
+			return err
+		}
+		*reply = *r
+		return nil
+	})
+}
