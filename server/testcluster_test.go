@@ -140,7 +140,7 @@ func startTestCluster(t testing.TB, n int, onDisk bool) []*testServer {
 		servers = append(servers, ts)
 		t.Cleanup(func() { ts.stop(t) })
 	}
-	waitForLeader(t, servers, 15*time.Second)
+	waitForLeader(t, servers, 30*time.Second)
 	return servers
 }
 
@@ -177,7 +177,7 @@ func waitForLeader(t testing.TB, servers []*testServer, timeout time.Duration) *
 
 func rpc(t testing.TB, s *Server, method string, args, reply any) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := s.RPC(ctx, method, args, reply); err != nil {
 		t.Fatalf("%s: %v", method, err)
