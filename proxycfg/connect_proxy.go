@@ -3,6 +3,7 @@ package proxycfg
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/trellis-mesh/trellis/structs"
@@ -183,8 +184,8 @@ func (c *connectProxy) chainRequest(s *state, up *structs.Upstream, cfg *structs
 		cfgMGW, cfgProto, cfgTimeoutMs = cfg.MeshGateway.Mode, cfg.Protocol, cfg.ConnectTimeoutMs
 	}
 	req.OverrideMeshGateway.Mode = firstNonEmpty(up.MeshGateway.Mode, cfgMGW, s.svc.Proxy.MeshGateway.Mode, c.svcConfig.MeshGateway.Mode)
-	req.OverrideProtocol = firstNonEmpty(opaqueString(up.Config, "protocol"), cfgProto)
-	if ms, ok := opaqueInt(up.Config, "connect_timeout_ms"); ok && ms > 0 {
+	req.OverrideProtocol = firstNonEmpty(strings.ToLower(structs.OpaqueString(up.Config, "protocol")), cfgProto)
+	if ms, ok := structs.OpaqueInt(up.Config, "connect_timeout_ms"); ok && ms > 0 {
 		req.OverrideConnectTimeout = time.Duration(ms) * time.Millisecond
 	} else if cfgTimeoutMs > 0 {
 		req.OverrideConnectTimeout = time.Duration(cfgTimeoutMs) * time.Millisecond

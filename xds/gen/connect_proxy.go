@@ -77,7 +77,7 @@ func (b *builder) connectUpstream(u *proxycfg.UpstreamSnapshot, leaf *structs.Is
 // serviceProtocol is the proxied service's protocol: the registration's
 // opaque config, else the central configuration, else tcp.
 func serviceProtocol(svc *structs.NodeService, cfg *proxycfg.ServiceConfigResponse) string {
-	if p := strings.ToLower(opaqueString(svc.Proxy.Config, cfgProtocol)); p != "" {
+	if p := strings.ToLower(structs.OpaqueString(svc.Proxy.Config, cfgProtocol)); p != "" {
 		return p
 	}
 	if cfg != nil && cfg.Protocol != "" {
@@ -108,7 +108,7 @@ func (b *builder) publicListener(cp *proxycfg.ConnectProxySnapshot) {
 		http2:          isHTTP2Protocol(protocol),
 	}, localAddr, pc.LocalServicePort))
 
-	addr := opaqueString(pc.Config, cfgBindAddress)
+	addr := structs.OpaqueString(pc.Config, cfgBindAddress)
 	if addr == "" {
 		addr = svc.Address
 	}
@@ -116,7 +116,7 @@ func (b *builder) publicListener(cp *proxycfg.ConnectProxySnapshot) {
 		addr = "0.0.0.0"
 	}
 	port := svc.Port
-	if p, ok := opaqueInt(pc.Config, cfgBindPort); ok && p > 0 {
+	if p, ok := structs.OpaqueInt(pc.Config, cfgBindPort); ok && p > 0 {
 		port = int(p)
 	}
 	if port <= 0 || port > 65535 {

@@ -70,7 +70,7 @@ func (b *builder) ingressGateway() error {
 // gatewayAddress is where a gateway listens: its registered address, else
 // every interface.
 func gatewayAddress(svc *structs.NodeService) string {
-	if a := opaqueString(svc.Proxy.Config, cfgBindAddress); a != "" {
+	if a := structs.OpaqueString(svc.Proxy.Config, cfgBindAddress); a != "" {
 		return a
 	}
 	if svc.Address != "" {
