@@ -79,6 +79,7 @@ func (a *Agent) startProxycfg() (_ *proxyConfig, err error) {
 		DataSources:            ds,
 		Datacenter:             rc.Datacenter,
 		DefaultIntentionPolicy: rc.IntentionDefaultPolicy,
+		RateLimit:              proxycfg.RateLimit{PerSecond: rc.XDSUpdateMaxPerSecond},
 	})
 	if err != nil {
 		return nil, err

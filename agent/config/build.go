@@ -67,6 +67,10 @@ func build(s *source, dev bool, opts LoadOptions) (*RuntimeConfig, []string, err
 		},
 		Logging: Logging{JSON: *s.LogJSON},
 	}
+	rc.XDSUpdateMaxPerSecond = *s.XDS.UpdateMaxPerSecond
+	if rc.XDSUpdateMaxPerSecond < 0 {
+		p.add("xds.update_max_per_second must not be negative")
+	}
 	switch policy := strings.ToLower(deref(s.ACL.DefaultPolicy)); policy {
 	case "", "allow":
 		rc.IntentionDefaultPolicy = "allow"

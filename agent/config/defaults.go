@@ -20,10 +20,12 @@ const (
 	DefaultAEInterval          = "1m"
 	DefaultCheckUpdateInterval = "5m"
 	DefaultRaftMultiplier      = 5
-	DefaultLogLevel            = "info"
-	DefaultCAProvider          = "consul"
-	DefaultLeafCertTTL         = "72h"
-	DefaultRootCertTTL         = "87600h"
+	// DefaultXDSUpdateMaxPerSecond is Consul's xds.update_max_per_second.
+	DefaultXDSUpdateMaxPerSecond = 250.0
+	DefaultLogLevel              = "info"
+	DefaultCAProvider            = "consul"
+	DefaultLeafCertTTL           = "72h"
+	DefaultRootCertTTL           = "87600h"
 	// DefaultKVMaxValueSize is raft.SuggestedMaxDataSize, Consul's default.
 	DefaultKVMaxValueSize = 512 * 1024
 	DefaultTxnMaxReqLen   = 512 * 1024
@@ -65,6 +67,7 @@ func defaultSource() *source {
 		AEInterval:          ptr(DefaultAEInterval),
 		CheckUpdateInterval: ptr(DefaultCheckUpdateInterval),
 		Performance:         performanceSource{RaftMultiplier: ptr(DefaultRaftMultiplier)},
+		XDS:                 xdsSource{UpdateMaxPerSecond: ptr(DefaultXDSUpdateMaxPerSecond)},
 		Limits: limitsSource{
 			KVMaxValueSize: ptr(uint64(DefaultKVMaxValueSize)),
 			TxnMaxReqLen:   ptr(uint64(DefaultTxnMaxReqLen)),
@@ -92,9 +95,12 @@ func devSource() *source {
 		Server:    ptr(true),
 		Bootstrap: ptr(true),
 		// advertise_addr follows bind_addr, so -dev -bind X advertises X.
-		BindAddr:           ptr("127.0.0.1"),
-		ClientAddr:         ptr("127.0.0.1"),
-		Performance:        performanceSource{RaftMultiplier: ptr(1)},
+		BindAddr:    ptr("127.0.0.1"),
+		ClientAddr:  ptr("127.0.0.1"),
+		Performance: performanceSource{RaftMultiplier: ptr(1)},
+		// No limit on snapshot deliveries in -dev: a developer wants every
+		// change at once.
+		XDS:                xdsSource{UpdateMaxPerSecond: ptr(0.0)},
 		Connect:            connectSource{Enabled: ptr(true)},
 		LogLevel:           ptr("debug"),
 		DisableUpdateCheck: ptr(true),

@@ -83,6 +83,7 @@ func TestLoadDefaults(t *testing.T) {
 		Limits:                 Limits{KVMaxValueSize: 512 * 1024, TxnMaxReqLen: 512 * 1024},
 		Connect:                Connect{Enabled: true, CAProvider: "consul", LeafCertTTL: 72 * time.Hour, RootCertTTL: 87600 * time.Hour},
 		IntentionDefaultPolicy: "allow",
+		XDSUpdateMaxPerSecond:  250,
 		Logging:                Logging{Level: "info"},
 	}
 	if !reflect.DeepEqual(rc, want) {
@@ -474,5 +475,26 @@ func TestIntentionDefaultPolicyFollowsACLDefault(t *testing.T) {
 		if err != nil || rc.IntentionDefaultPolicy != tc.want {
 			t.Errorf("%s: policy %q, err %v; want %q", tc.file, rc.IntentionDefaultPolicy, err, tc.want)
 		}
+	}
+}
+
+func TestXDSUpdateRate(t *testing.T) {
+	load := func(args ...string) *RuntimeConfig {
+		t.Helper()
+		rc, _, err := Load(LoadOptions{Args: args, FlagOutput: io.Discard})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return rc
+	}
+	if got := load("-dev", "-node", "n").XDSUpdateMaxPerSecond; got != 0 {
+		t.Errorf("-dev rate = %v, want 0 (off)", got)
+	}
+	path := filepath.Join(t.TempDir(), "x.json")
+	if err := os.WriteFile(path, []byte(`{"xds": {"update_max_per_second": 40}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := load("-dev", "-node", "n", "-config-file", path).XDSUpdateMaxPerSecond; got != 40 {
+		t.Errorf("configured rate = %v, want 40", got)
 	}
 }

@@ -80,6 +80,10 @@ type RuntimeConfig struct {
 
 	// Connect configures the service mesh and its built-in CA.
 	Connect Connect
+	// XDSUpdateMaxPerSecond bounds proxy configuration snapshot deliveries
+	// across all proxies of the agent (Consul's xds.update_max_per_second,
+	// default 250; 0 = unlimited, the -dev default).
+	XDSUpdateMaxPerSecond float64
 	// IntentionDefaultPolicy is "allow" or "deny": what intentions decide
 	// when none matches. It follows acl.default_policy, as in Consul
 	// (default allow).

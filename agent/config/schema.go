@@ -204,7 +204,7 @@ func consulKeys() *keyNode {
 			"block_endpoints", "allow_write_http_from", "response_headers", "use_cache", "max_header_bytes",
 		)),
 		"peering": object(ignoredAll("enabled", "test_allow_peer_registrations")),
-		"xds":     object(ignoredAll("update_max_per_second")),
+		"xds":     object(map[string]*keyNode{"update_max_per_second": honoured()}),
 		"rpc":     object(ignoredAll("enable_streaming")),
 	}
 

@@ -45,6 +45,7 @@ type source struct {
 
 	Connect connectSource `json:"connect"`
 	ACL     aclSource     `json:"acl"`
+	XDS     xdsSource     `json:"xds"`
 
 	LogLevel           *string `json:"log_level"`
 	LogJSON            *bool   `json:"log_json"`
@@ -82,6 +83,11 @@ type performanceSource struct {
 type limitsSource struct {
 	KVMaxValueSize *uint64 `json:"kv_max_value_size"`
 	TxnMaxReqLen   *uint64 `json:"txn_max_req_len"`
+}
+
+// xdsSource is Consul's xds block.
+type xdsSource struct {
+	UpdateMaxPerSecond *float64 `json:"update_max_per_second"`
 }
 
 // aclSource holds the one ACL key Trellis honours: default_policy, which
