@@ -16,4 +16,11 @@
 // raft_multiplier 1 and client agents with a 1 s retry_interval:
 //
 //	go test ./integration/ -run 'TestClient|TestAntiEntropy|TestConsulAPIAgent|TestAgentBadInput|TestCLIAgentCommands' -v
+//
+// The xDS and proxycfg scenarios (issues 5 and 6) run the same cluster
+// with web and api sidecars on the client agent and drive Envoy-like ADS
+// clients (delta and state-of-the-world, xdsclient_test.go) against the
+// client agent and a server, validating every resource with gen.Validate:
+//
+//	go test ./integration/ -run 'TestXDS|TestProxycfg' -v
 package integration
