@@ -42,43 +42,96 @@ func resolverNode(chain *structs.CompiledDiscoveryChain, key string) (*structs.D
 // of an upstream's chain; leaf is the certificate the proxy presents to
 // the targets.
 func (b *builder) addChainClusters(u *proxycfg.UpstreamSnapshot, leaf *structs.IssuedCert) error {
-	chain := u.Chain
-	http2 := isHTTP2Protocol(chain.Protocol)
+	if err := b.addUpstreamClusters(u, leaf); err != nil {
+		return err
+	}
+	return b.addUpstreamEndpoints(u)
+}
+
+// chainCluster is one cluster of a chain: the EDS cluster of a resolver's
+// target (or of a failover member), or a failover's aggregate cluster
+// (target nil) over its members.
+type chainCluster struct {
+	name   string
+	node   *structs.DiscoveryGraphNode
+	target *structs.DiscoveryTarget
+	// member marks a failover member, whose stats go under its own name.
+	member bool
+	// members are an aggregate's clusters, the primary first.
+	members []string
+}
+
+// chainClusters lists the clusters of every resolver of a chain, in a
+// deterministic order (a failover's members before their aggregate).
+func chainClusters(chain *structs.CompiledDiscoveryChain) ([]chainCluster, error) {
+	var out []chainCluster
 	for _, key := range sortedKeys(chain.Nodes) {
 		if n := chain.Nodes[key]; n == nil || n.Type != structs.DiscoveryGraphNodeTypeResolver {
 			continue
 		}
 		n, t, err := resolverNode(chain, key)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		name := clusterName(chain, t)
-		timeout := n.Resolver.ConnectTimeout.Duration()
 		if f := n.Resolver.Failover; f != nil && len(f.Targets) > 0 {
 			members := make([]string, 0, len(f.Targets)+1)
 			for i, tid := range append([]string{t.ID}, f.Targets...) {
 				ft := chain.Targets[tid]
 				if ft == nil {
-					return fmt.Errorf("%w: chain %q: failover names unknown target %q", ErrInvalidSnapshot, chain.ServiceName, tid)
+					return nil, fmt.Errorf("%w: chain %q: failover names unknown target %q", ErrInvalidSnapshot, chain.ServiceName, tid)
 				}
 				member := failoverClusterName(i, name)
-				c := b.edsCluster(clusterOpts{
-					name: member, connectTimeout: timeout, lb: n.LoadBalancer, http2: http2, upstream: u.Config,
-					tls: b.meshUpstreamTLS(leaf, ft.SNI, targetSpiffeID(ft, b.td)),
-				})
-				c.AltStatName = member
-				b.add(ClusterType, member, c)
-				b.add(EndpointType, member, b.targetAssignment(member, u, ft))
+				out = append(out, chainCluster{name: member, node: n, target: ft, member: true})
 				members = append(members, member)
 			}
-			b.add(ClusterType, name, b.aggregateCluster(name, timeout, members))
+			out = append(out, chainCluster{name: name, node: n, members: members})
 			continue
 		}
-		b.add(ClusterType, name, b.edsCluster(clusterOpts{
-			name: name, connectTimeout: timeout, lb: n.LoadBalancer, http2: http2, upstream: u.Config,
-			tls: b.meshUpstreamTLS(leaf, t.SNI, targetSpiffeID(t, b.td)),
-		}))
-		b.add(EndpointType, name, b.targetAssignment(name, u, t))
+		out = append(out, chainCluster{name: name, node: n, target: t})
+	}
+	return out, nil
+}
+
+// addUpstreamClusters adds the clusters of an upstream's chain: what its
+// definition, central config, chain, the leaf, the roots and the mesh
+// entry decide, never its endpoints (see addUpstreamEndpoints), so that a
+// Generator reuses them when only endpoints change.
+func (b *builder) addUpstreamClusters(u *proxycfg.UpstreamSnapshot, leaf *structs.IssuedCert) error {
+	clusters, err := chainClusters(u.Chain)
+	if err != nil {
+		return err
+	}
+	http2 := isHTTP2Protocol(u.Chain.Protocol)
+	for _, cc := range clusters {
+		timeout := cc.node.Resolver.ConnectTimeout.Duration()
+		if cc.target == nil {
+			b.add(ClusterType, cc.name, b.aggregateCluster(cc.name, timeout, cc.members))
+			continue
+		}
+		c := b.edsCluster(clusterOpts{
+			name: cc.name, connectTimeout: timeout, lb: cc.node.LoadBalancer, http2: http2, upstream: u.Config,
+			tls: b.meshUpstreamTLS(leaf, cc.target.SNI, targetSpiffeID(cc.target, b.td)),
+		})
+		if cc.member {
+			c.AltStatName = cc.name
+		}
+		b.add(ClusterType, cc.name, c)
+	}
+	return nil
+}
+
+// addUpstreamEndpoints adds the endpoint set of every EDS cluster of an
+// upstream's chain.
+func (b *builder) addUpstreamEndpoints(u *proxycfg.UpstreamSnapshot) error {
+	clusters, err := chainClusters(u.Chain)
+	if err != nil {
+		return err
+	}
+	for _, cc := range clusters {
+		if cc.target != nil {
+			b.add(EndpointType, cc.name, b.targetAssignment(cc.name, u, cc.target))
+		}
 	}
 	return nil
 }

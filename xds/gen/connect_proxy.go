@@ -41,6 +41,14 @@ func (b *builder) connectProxy() error {
 		if err != nil {
 			return fmt.Errorf("upstream %q: %w", u.ID, err)
 		}
+		// Endpoints are a part of their own: an endpoint change, the most
+		// frequent one, rebuilds them alone, not the upstream's clusters
+		// (with their TLS contexts) and listener.
+		if _, err := b.reuse(endpointsPartID(u.ID), b.endpointsKey(u), func() (*listenerv3.Filter, error) {
+			return nil, b.addUpstreamEndpoints(u)
+		}); err != nil {
+			return fmt.Errorf("upstream %q: %w", u.ID, err)
+		}
 		outbound = append(outbound, &outboundChain{u: u, filter: filter})
 	}
 	if cp.Mode == structs.ProxyModeTransparent {
@@ -49,10 +57,11 @@ func (b *builder) connectProxy() error {
 	return nil
 }
 
-// connectUpstream adds an upstream's clusters, endpoints and routes and
-// its listener on its local bind address, and returns its network filter.
+// connectUpstream adds an upstream's clusters and routes and its listener
+// on its local bind address, and returns its network filter. Its
+// endpoints are added separately (addUpstreamEndpoints).
 func (b *builder) connectUpstream(u *proxycfg.UpstreamSnapshot, leaf *structs.IssuedCert) (*listenerv3.Filter, error) {
-	if err := b.addChainClusters(u, leaf); err != nil {
+	if err := b.addUpstreamClusters(u, leaf); err != nil {
 		return nil, err
 	}
 	filter, err := b.upstreamFilter(u)

@@ -87,8 +87,12 @@ func endpointHealth(n *structs.CheckServiceNode, onlyPassing bool) (corev3.Healt
 			weight = w.Warning
 		}
 	}
+	// A zero weight (what the official client's Catalog().Register sends
+	// when none is set) is Consul's "no traffic unless nothing else is
+	// left": the instance goes out UNHEALTHY with weight 1, so Envoy still
+	// uses it when every host of the cluster is unhealthy.
 	if weight < 1 {
-		return 0, 0, false
+		return corev3.HealthStatus_UNHEALTHY, 1, true
 	}
 	return status, uint32(min(weight, maxEndpointWeight)), true
 }

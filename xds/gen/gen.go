@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -91,9 +92,11 @@ func generate(snap *proxycfg.ConfigSnapshot, m *memo) (Resources, error) {
 type builder struct {
 	snap *proxycfg.ConfigSnapshot
 	res  Resources
-	// td is the trust domain; rootsPEM every trusted root, concatenated.
-	td       string
-	rootsPEM string
+	// td is the trust domain; rootsPEMs every trusted root, concatenated,
+	// once trustedCA first needs it (a generation that reuses every TLS
+	// context does not).
+	td        string
+	rootsPEMs *string
 	// addrs are the addresses listeners were added on (see put).
 	addrs map[string]bool
 	// memo, when generating for a Generator, holds the previous
@@ -116,8 +119,16 @@ func newBuilder(snap *proxycfg.ConfigSnapshot) *builder {
 		},
 		td: snap.TrustDomain(),
 	}
-	b.rootsPEM = rootsPEM(snap.Roots)
 	return b
+}
+
+// trustedCA is every trusted root certificate, concatenated (rootsPEM).
+func (b *builder) trustedCA() string {
+	if b.rootsPEMs == nil {
+		pems := rootsPEM(b.snap.Roots)
+		b.rootsPEMs = &pems
+	}
+	return *b.rootsPEMs
 }
 
 // add stores a resource unless one of that name exists already (the first
@@ -145,7 +156,7 @@ func (b *builder) put(typeURL, name string, m proto.Message) {
 	}
 	if l, ok := m.(*listenerv3.Listener); ok {
 		sa := l.GetAddress().GetSocketAddress()
-		key := fmt.Sprintf("%s:%d", sa.GetAddress(), sa.GetPortValue())
+		key := sa.GetAddress() + ":" + strconv.FormatUint(uint64(sa.GetPortValue()), 10)
 		if b.addrs[key] {
 			return
 		}

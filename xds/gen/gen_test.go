@@ -253,7 +253,8 @@ func TestEndpointHealth(t *testing.T) {
 		{"critical", node(w, "passing", "critical"), false, 0, 0, false},
 		{"critical beats warning", node(w, "warning", "critical"), false, 0, 0, false},
 		{"maintenance", node(w, "maintenance"), false, 0, 0, false},
-		{"zero warning weight", node(&structs.Weights{Passing: 1}, "warning"), false, 0, 0, false},
+		{"zero warning weight", node(&structs.Weights{Passing: 1}, "warning"), false, corev3.HealthStatus_UNHEALTHY, 1, true},
+		{"zero weights (consul/api catalog default)", node(&structs.Weights{}, "passing"), false, corev3.HealthStatus_UNHEALTHY, 1, true},
 		{"capped weight", node(&structs.Weights{Passing: 1000}, "passing"), false, corev3.HealthStatus_HEALTHY, 128, true},
 	}
 	for _, tc := range cases {

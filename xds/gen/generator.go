@@ -13,15 +13,16 @@ import (
 )
 
 // Generator generates the successive snapshots of one proxy, reusing what
-// did not change since the previous call: a sidecar's public listener and
-// each of its upstreams (clusters, endpoints, routes, listener) are rebuilt
-// only when one of their inputs is a different value. Snapshots make this
-// cheap to tell: proxycfg never modifies a delivered value, it replaces it,
-// so an unchanged input is the same pointer.
+// did not change since the previous call: a sidecar's public listener,
+// each of its upstreams (clusters, routes, listener) and each upstream's
+// endpoints are rebuilt only when one of their inputs is a different
+// value. Snapshots make this cheap to tell: proxycfg never modifies a
+// delivered value, it replaces it, so an unchanged input is the same
+// pointer.
 //
-// An endpoint change of one upstream thus costs one upstream's generation,
-// and the resources of the others are the very messages of the previous
-// set, which the ADS server recognises without re-encoding them.
+// An endpoint change of one upstream thus costs that upstream's endpoint
+// sets, and every other resource is the very message of the previous set,
+// which the ADS server recognises without re-encoding it.
 //
 // The result always equals Generate's for the same snapshot. Use one
 // Generator per proxy (the reuse is keyed on that proxy's values); it is
@@ -72,13 +73,25 @@ type memo struct {
 	parts map[string]*part
 }
 
-// upstreamKey is every input of an upstream's resources.
+// upstreamKey is every input of an upstream's clusters, routes and
+// listener: the parts of its UpstreamSnapshot other than the endpoints,
+// which proxycfg keeps (same pointers) when only endpoints change.
 type upstreamKey struct {
-	u     *proxycfg.UpstreamSnapshot
+	def   *structs.Upstream
+	cfg   *structs.UpstreamConfig
+	chain *structs.CompiledDiscoveryChain
 	leaf  *structs.IssuedCert
 	roots *structs.IndexedCARoots
 	mesh  *structs.MeshConfigEntry
 	dc    string
+}
+
+// endpointsKey is every input of an upstream's endpoint sets: any change
+// of the UpstreamSnapshot (a new value for every endpoint change) rebuilds
+// them.
+type endpointsKey struct {
+	u  *proxycfg.UpstreamSnapshot
+	dc string
 }
 
 // publicKey is every input of a sidecar's public listener and local_app.
@@ -127,7 +140,11 @@ func (m *memo) store(id string, p *part) {
 }
 
 func (b *builder) upstreamKey(u *proxycfg.UpstreamSnapshot, leaf *structs.IssuedCert) upstreamKey {
-	return upstreamKey{u: u, leaf: leaf, roots: b.snap.Roots, mesh: b.snap.MeshConfig, dc: b.snap.Datacenter}
+	return upstreamKey{def: u.Upstream, cfg: u.Config, chain: u.Chain, leaf: leaf, roots: b.snap.Roots, mesh: b.snap.MeshConfig, dc: b.snap.Datacenter}
+}
+
+func (b *builder) endpointsKey(u *proxycfg.UpstreamSnapshot) endpointsKey {
+	return endpointsKey{u: u, dc: b.snap.Datacenter}
 }
 
 func (b *builder) publicKey(cp *proxycfg.ConnectProxySnapshot) publicKey {
@@ -141,3 +158,6 @@ func (b *builder) publicKey(cp *proxycfg.ConnectProxySnapshot) publicKey {
 
 // upstreamPartID names an upstream's part.
 func upstreamPartID(id proxycfg.UpstreamID) string { return fmt.Sprintf("upstream/%s", id) }
+
+// endpointsPartID names an upstream's endpoints part.
+func endpointsPartID(id proxycfg.UpstreamID) string { return fmt.Sprintf("endpoints/%s", id) }

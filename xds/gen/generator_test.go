@@ -57,14 +57,17 @@ func TestGeneratorEqualsGenerate(t *testing.T) {
 		name string
 		snap *proxycfg.ConfigSnapshot
 		// same and changed are clusters that must (not) be the previous
-		// result's messages.
-		same, changed []string
+		// result's messages; sameEDS and changedEDS the same for endpoint
+		// sets.
+		same, changed       []string
+		sameEDS, changedEDS []string
 	}{
 		{name: "first", snap: base},
 		{name: "again", snap: base, same: []string{"local_app", "db.default.dc1.internal." + testTrustDomain}},
 		{name: "db endpoints", snap: newEndpoints,
-			same:    []string{"local_app", "api.default.dc1.internal." + testTrustDomain},
-			changed: []string{"db.default.dc1.internal." + testTrustDomain}},
+			same:       []string{"local_app", "api.default.dc1.internal." + testTrustDomain, "db.default.dc1.internal." + testTrustDomain},
+			sameEDS:    []string{"api.default.dc1.internal." + testTrustDomain},
+			changedEDS: []string{"db.default.dc1.internal." + testTrustDomain}},
 		{name: "leaf renewed", snap: newLeaf, changed: []string{"api.default.dc1.internal." + testTrustDomain}},
 		{name: "intentions", snap: newIntentions, same: []string{"api.default.dc1.internal." + testTrustDomain}},
 		{name: "upstream removed", snap: upstreamGone, same: []string{"db.default.dc1.internal." + testTrustDomain}},
@@ -96,6 +99,16 @@ func TestGeneratorEqualsGenerate(t *testing.T) {
 		for _, name := range st.changed {
 			if got[ClusterType][name] == prev[ClusterType][name] {
 				t.Errorf("%s: cluster %s was reused", st.name, name)
+			}
+		}
+		for _, name := range st.sameEDS {
+			if got[EndpointType][name] != prev[EndpointType][name] {
+				t.Errorf("%s: endpoints %s were rebuilt", st.name, name)
+			}
+		}
+		for _, name := range st.changedEDS {
+			if got[EndpointType][name] == prev[EndpointType][name] {
+				t.Errorf("%s: endpoints %s were reused", st.name, name)
 			}
 		}
 		prev = got

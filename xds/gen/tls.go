@@ -81,7 +81,7 @@ func (b *builder) tlsParams(incoming bool) *tlsv3.TlsParameters {
 // of this trust domain. Which identity may do what is the RBAC filter's
 // business.
 func (b *builder) meshDownstreamTLS(leaf *structs.IssuedCert) *corev3.TransportSocket {
-	vc := &tlsv3.CertificateValidationContext{TrustedCa: inlineString(b.rootsPEM)}
+	vc := &tlsv3.CertificateValidationContext{TrustedCa: inlineString(b.trustedCA())}
 	if b.td != "" {
 		vc.MatchTypedSubjectAltNames = []*tlsv3.SubjectAltNameMatcher{{
 			SanType: tlsv3.SubjectAltNameMatcher_URI,
@@ -116,7 +116,7 @@ func (b *builder) gatewayDownstreamTLS(leaf *structs.IssuedCert, http bool) *cor
 // leaf, send sni, and accept only a server whose certificate carries
 // exactly one of spiffeIDs.
 func (b *builder) meshUpstreamTLS(leaf *structs.IssuedCert, sni string, spiffeIDs ...string) *corev3.TransportSocket {
-	vc := &tlsv3.CertificateValidationContext{TrustedCa: inlineString(b.rootsPEM)}
+	vc := &tlsv3.CertificateValidationContext{TrustedCa: inlineString(b.trustedCA())}
 	for _, id := range spiffeIDs {
 		if id == "" {
 			continue
