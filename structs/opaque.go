@@ -72,4 +72,3 @@ func OpaqueInt(m map[string]any, key string) (int64, bool) {
 	}
 	return 0, false
 }
-
