@@ -98,11 +98,8 @@ type Intentions interface {
 	Notify(ctx context.Context, req *structs.ServiceSpecificRequest, correlationID string, ch chan<- UpdateEvent) error
 }
 
-// ServiceNames is a list of service names with the index it was read at.
-type ServiceNames struct {
-	Services []string
-	structs.QueryMeta
-}
+// ServiceNames is defined in structs (the servers answer with it too).
+type ServiceNames = structs.ServiceNames
 
 // IntentionUpstreams watches the services that req.ServiceName may reach
 // according to intentions (every destination of an allowing intention
@@ -131,48 +128,11 @@ type ConfigEntryList interface {
 	Notify(ctx context.Context, req *structs.ConfigEntryQuery, correlationID string, ch chan<- UpdateEvent) error
 }
 
-// ServiceConfigRequest asks for the centrally configured settings of one
-// service (Name) as its proxy sees them, and for those of the upstreams it
-// names.
-type ServiceConfigRequest struct {
-	Name string
-	// Upstreams are the upstream service names whose resolved settings
-	// the response must include (explicit upstreams of the proxy).
-	Upstreams []string
-	structs.QueryOptions
-}
+// ServiceConfigRequest is defined in structs (the servers answer with it too).
+type ServiceConfigRequest = structs.ServiceConfigRequest
 
-// ServiceConfigResponse is the merge of the global proxy-defaults entry
-// and the service-defaults entries that apply to one proxied service and
-// its upstreams. Fields the entries do not set are zero.
-type ServiceConfigResponse struct {
-	// ProxyConfig is proxy-defaults' opaque Config with "protocol"
-	// replaced by the service's own protocol when service-defaults sets
-	// one. Nil when neither entry says anything.
-	ProxyConfig map[string]any
-	// Protocol is the service's effective protocol: service-defaults,
-	// else proxy-defaults' Config["protocol"], else "tcp".
-	Protocol string
-	// Mode, TransparentProxy, MutualTLSMode, MeshGateway and Expose:
-	// service-defaults when set there, else proxy-defaults.
-	Mode             structs.ProxyMode
-	TransparentProxy structs.TransparentProxyConfig
-	MutualTLSMode    structs.MutualTLSMode
-	MeshGateway      structs.MeshGatewayConfig
-	Expose           structs.ExposeConfig
-	// UpstreamConfigs holds, for each requested upstream name (and any
-	// upstream the service's UpstreamConfig.Overrides name), the
-	// service's UpstreamConfig.Defaults overlaid with its override for
-	// that upstream. Absent when neither says anything. The upstream's
-	// own protocol is not merged in: its discovery chain carries it, and
-	// a Protocol here becomes the chain's OverrideProtocol.
-	UpstreamConfigs map[string]*structs.UpstreamConfig
-	// UpstreamDefaults is the service's UpstreamConfig.Defaults alone:
-	// what applies to an upstream not named in the request (transparent
-	// proxies' implicit upstreams). Nil when unset.
-	UpstreamDefaults *structs.UpstreamConfig
-	structs.QueryMeta
-}
+// ServiceConfigResponse is defined in structs (the servers answer with it too).
+type ServiceConfigResponse = structs.ServiceConfigResponse
 
 // ResolvedServiceConfig watches the merged central configuration of a
 // proxied service and of its upstreams.
@@ -220,36 +180,11 @@ type ServiceList interface {
 	Notify(ctx context.Context, req *structs.DCSpecificRequest, correlationID string, ch chan<- UpdateEvent) error
 }
 
-// GatewayService is one service an ingress or terminating gateway routes
-// to: an ingress listener's service, or a terminating gateway's linked
-// service. A wildcard ("*") in the gateway's config entry is expanded by
-// the source into one GatewayService per matching service, with
-// FromWildcard set.
-type GatewayService struct {
-	// Gateway is the gateway's service name; Service the routed service.
-	Gateway     string
-	Service     string
-	GatewayKind structs.ServiceKind
-	// Port, Protocol and Hosts: the ingress listener the service is
-	// exposed on (ingress only).
-	Port     int
-	Protocol string
-	Hosts    []string
-	// CAFile, CertFile, KeyFile and SNI: TLS origination towards the
-	// service (terminating only).
-	CAFile       string
-	CertFile     string
-	KeyFile      string
-	SNI          string
-	FromWildcard bool
-}
+// GatewayService is defined in structs (the servers answer with it too).
+type GatewayService = structs.GatewayService
 
-// IndexedGatewayServices is the list of services of one gateway, in
-// (port, service) order for ingress and service order for terminating.
-type IndexedGatewayServices struct {
-	Services []*GatewayService
-	structs.QueryMeta
-}
+// IndexedGatewayServices is defined in structs (the servers answer with it too).
+type IndexedGatewayServices = structs.IndexedGatewayServices
 
 // GatewayServices watches the services of the ingress or terminating
 // gateway named req.ServiceName, as its config entry links them. A gateway
@@ -260,12 +195,8 @@ type GatewayServices interface {
 	Notify(ctx context.Context, req *structs.ServiceSpecificRequest, correlationID string, ch chan<- UpdateEvent) error
 }
 
-// ServiceKindRequest asks for every instance of every service of one kind
-// (mesh gateways, in practice) in a datacenter.
-type ServiceKindRequest struct {
-	Kind structs.ServiceKind
-	structs.QueryOptions
-}
+// ServiceKindRequest is defined in structs (the servers answer with it too).
+type ServiceKindRequest = structs.ServiceKindRequest
 
 // ServicesByKind watches every instance of a service kind in a datacenter:
 // mesh gateways of the local datacenter (mesh gateway mode "local") and of

@@ -5,7 +5,6 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
-	"github.com/trellis-mesh/trellis/proxycfg"
 	"github.com/trellis-mesh/trellis/proxycfg/datasources/query"
 	"github.com/trellis-mesh/trellis/state"
 	"github.com/trellis-mesh/trellis/structs"
@@ -26,7 +25,7 @@ func (s *Server) proxycfgEndpoints(t map[string]endpoint) {
 	handle(t, query.MethodServicesByKind, read, s.servicesByKind)
 }
 
-func (s *Server) resolveServiceConfig(ctx context.Context, args *proxycfg.ServiceConfigRequest, reply *proxycfg.ServiceConfigResponse) error {
+func (s *Server) resolveServiceConfig(ctx context.Context, args *structs.ServiceConfigRequest, reply *structs.ServiceConfigResponse) error {
 	return s.blockingQuery(ctx, &args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, st *state.Store) error {
 		r, err := query.ResolveServiceConfig(ws, st, args)
 		if err != nil {
@@ -37,7 +36,7 @@ func (s *Server) resolveServiceConfig(ctx context.Context, args *proxycfg.Servic
 	})
 }
 
-func (s *Server) intentionUpstreams(ctx context.Context, args *structs.ServiceSpecificRequest, reply *proxycfg.ServiceNames) error {
+func (s *Server) intentionUpstreams(ctx context.Context, args *structs.ServiceSpecificRequest, reply *structs.ServiceNames) error {
 	allow := s.defaultIntentionAllow()
 	return s.blockingQuery(ctx, &args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, st *state.Store) error {
 		r, err := query.IntentionUpstreams(ws, st, args.ServiceName, allow)
@@ -49,7 +48,7 @@ func (s *Server) intentionUpstreams(ctx context.Context, args *structs.ServiceSp
 	})
 }
 
-func (s *Server) gatewayServices(ctx context.Context, args *structs.ServiceSpecificRequest, reply *proxycfg.IndexedGatewayServices) error {
+func (s *Server) gatewayServices(ctx context.Context, args *structs.ServiceSpecificRequest, reply *structs.IndexedGatewayServices) error {
 	return s.blockingQuery(ctx, &args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, st *state.Store) error {
 		r, err := query.GatewayServices(ws, st, args.ServiceName)
 		if err != nil {
@@ -60,7 +59,7 @@ func (s *Server) gatewayServices(ctx context.Context, args *structs.ServiceSpeci
 	})
 }
 
-func (s *Server) servicesByKind(ctx context.Context, args *proxycfg.ServiceKindRequest, reply *structs.IndexedCheckServiceNodes) error {
+func (s *Server) servicesByKind(ctx context.Context, args *structs.ServiceKindRequest, reply *structs.IndexedCheckServiceNodes) error {
 	return s.blockingQuery(ctx, &args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, st *state.Store) error {
 		r, err := query.ServicesByKind(ws, st, args.Kind)
 		if err != nil {

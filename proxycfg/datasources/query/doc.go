@@ -31,14 +31,14 @@ var (
 const (
 	// MethodResolveServiceConfig merges proxy-defaults and
 	// service-defaults for a proxied service and its upstreams.
-	MethodResolveServiceConfig = "ConfigEntry.ResolveServiceConfig" // *proxycfg.ServiceConfigRequest -> *proxycfg.ServiceConfigResponse
+	MethodResolveServiceConfig = "ConfigEntry.ResolveServiceConfig" // *structs.ServiceConfigRequest -> *structs.ServiceConfigResponse
 	// MethodIntentionUpstreams lists the services intentions allow a
 	// service to reach.
-	MethodIntentionUpstreams = "Internal.IntentionUpstreams" // *structs.ServiceSpecificRequest -> *proxycfg.ServiceNames
+	MethodIntentionUpstreams = "Internal.IntentionUpstreams" // *structs.ServiceSpecificRequest -> *structs.ServiceNames
 	// MethodGatewayServices lists the services an ingress or terminating
 	// gateway routes to.
-	MethodGatewayServices = "Internal.GatewayServices" // *structs.ServiceSpecificRequest -> *proxycfg.IndexedGatewayServices
+	MethodGatewayServices = "Internal.GatewayServices" // *structs.ServiceSpecificRequest -> *structs.IndexedGatewayServices
 	// MethodServicesByKind lists every instance of a service kind with
 	// its checks.
-	MethodServicesByKind = "Internal.ServicesByKind" // *proxycfg.ServiceKindRequest -> *structs.IndexedCheckServiceNodes
+	MethodServicesByKind = "Internal.ServicesByKind" // *structs.ServiceKindRequest -> *structs.IndexedCheckServiceNodes
 )

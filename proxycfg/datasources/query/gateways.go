@@ -6,7 +6,6 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
-	"github.com/trellis-mesh/trellis/proxycfg"
 	"github.com/trellis-mesh/trellis/state"
 	"github.com/trellis-mesh/trellis/structs"
 )
@@ -18,7 +17,7 @@ import (
 // (kind typical), each marked FromWildcard; a service the entry names
 // explicitly keeps its explicit settings. Ingress services are in (port,
 // service) order, terminating ones in service order.
-func GatewayServices(ws memdb.WatchSet, st *state.Store, gateway string) (*proxycfg.IndexedGatewayServices, error) {
+func GatewayServices(ws memdb.WatchSet, st *state.Store, gateway string) (*structs.IndexedGatewayServices, error) {
 	if gateway == "" {
 		return nil, ErrMissingName
 	}
@@ -30,7 +29,7 @@ func GatewayServices(ws memdb.WatchSet, st *state.Store, gateway string) (*proxy
 	if err != nil {
 		return nil, err
 	}
-	out := &proxycfg.IndexedGatewayServices{Services: []*proxycfg.GatewayService{}}
+	out := &structs.IndexedGatewayServices{Services: []*structs.GatewayService{}}
 	out.Index = max(iIdx, tIdx)
 	switch {
 	case ing != nil:
@@ -49,10 +48,10 @@ func GatewayServices(ws memdb.WatchSet, st *state.Store, gateway string) (*proxy
 	return out, nil
 }
 
-func ingressServices(ws memdb.WatchSet, st *state.Store, e *structs.IngressGatewayConfigEntry) (uint64, []*proxycfg.GatewayService, error) {
+func ingressServices(ws memdb.WatchSet, st *state.Store, e *structs.IngressGatewayConfigEntry) (uint64, []*structs.GatewayService, error) {
 	var idx uint64
 	var wildcard []string // loaded on first use
-	out := []*proxycfg.GatewayService{}
+	out := []*structs.GatewayService{}
 	for _, l := range e.Listeners {
 		explicit := make(map[string]bool)
 		for _, s := range l.Services {
@@ -61,7 +60,7 @@ func ingressServices(ws memdb.WatchSet, st *state.Store, e *structs.IngressGatew
 			}
 		}
 		for _, s := range l.Services {
-			gs := &proxycfg.GatewayService{
+			gs := &structs.GatewayService{
 				Gateway: e.Name, Service: s.Name, GatewayKind: structs.ServiceKindIngressGateway,
 				Port: l.Port, Protocol: l.Protocol, Hosts: s.Hosts,
 			}
@@ -85,15 +84,15 @@ func ingressServices(ws memdb.WatchSet, st *state.Store, e *structs.IngressGatew
 			}
 		}
 	}
-	slices.SortStableFunc(out, func(a, b *proxycfg.GatewayService) int {
+	slices.SortStableFunc(out, func(a, b *structs.GatewayService) int {
 		return cmp.Or(cmp.Compare(a.Port, b.Port), cmp.Compare(a.Service, b.Service))
 	})
 	return idx, out, nil
 }
 
-func terminatingServices(ws memdb.WatchSet, st *state.Store, e *structs.TerminatingGatewayConfigEntry) (uint64, []*proxycfg.GatewayService, error) {
+func terminatingServices(ws memdb.WatchSet, st *state.Store, e *structs.TerminatingGatewayConfigEntry) (uint64, []*structs.GatewayService, error) {
 	var idx uint64
-	byName := make(map[string]*proxycfg.GatewayService)
+	byName := make(map[string]*structs.GatewayService)
 	var wild *structs.LinkedService
 	for i := range e.Services {
 		ls := &e.Services[i]
@@ -123,16 +122,16 @@ func terminatingServices(ws memdb.WatchSet, st *state.Store, e *structs.Terminat
 			}
 		}
 	}
-	out := make([]*proxycfg.GatewayService, 0, len(byName))
+	out := make([]*structs.GatewayService, 0, len(byName))
 	for _, gs := range byName {
 		out = append(out, gs)
 	}
-	slices.SortFunc(out, func(a, b *proxycfg.GatewayService) int { return cmp.Compare(a.Service, b.Service) })
+	slices.SortFunc(out, func(a, b *structs.GatewayService) int { return cmp.Compare(a.Service, b.Service) })
 	return idx, out, nil
 }
 
-func linked(gateway string, ls *structs.LinkedService, name string, wildcard bool) *proxycfg.GatewayService {
-	return &proxycfg.GatewayService{
+func linked(gateway string, ls *structs.LinkedService, name string, wildcard bool) *structs.GatewayService {
+	return &structs.GatewayService{
 		Gateway: gateway, Service: name, GatewayKind: structs.ServiceKindTerminatingGateway,
 		CAFile: ls.CAFile, CertFile: ls.CertFile, KeyFile: ls.KeyFile, SNI: ls.SNI,
 		FromWildcard: wildcard,

@@ -6,7 +6,6 @@ import (
 	"github.com/hashicorp/go-memdb"
 
 	"github.com/trellis-mesh/trellis/connect/intentions"
-	"github.com/trellis-mesh/trellis/proxycfg"
 	"github.com/trellis-mesh/trellis/state"
 	"github.com/trellis-mesh/trellis/structs"
 )
@@ -36,7 +35,7 @@ func IntentionsForDestination(ws memdb.WatchSet, st *state.Store, name string) (
 // with L7 permissions (some requests are allowed), and, when no intention
 // matches, all of them under a default-allow policy. The service itself,
 // "*" and the servers' "consul" service are never listed.
-func IntentionUpstreams(ws memdb.WatchSet, st *state.Store, name string, defaultAllow bool) (*proxycfg.ServiceNames, error) {
+func IntentionUpstreams(ws memdb.WatchSet, st *state.Store, name string, defaultAllow bool) (*structs.ServiceNames, error) {
 	if name == "" {
 		return nil, ErrMissingName
 	}
@@ -48,7 +47,7 @@ func IntentionUpstreams(ws memdb.WatchSet, st *state.Store, name string, default
 	if err != nil {
 		return nil, err
 	}
-	out := &proxycfg.ServiceNames{Services: []string{}}
+	out := &structs.ServiceNames{Services: []string{}}
 	for _, dst := range candidates {
 		if dst == name {
 			continue

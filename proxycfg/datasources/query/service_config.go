@@ -6,7 +6,6 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
-	"github.com/trellis-mesh/trellis/proxycfg"
 	"github.com/trellis-mesh/trellis/state"
 	"github.com/trellis-mesh/trellis/structs"
 )
@@ -15,7 +14,7 @@ import (
 // service-defaults entry of req.Name and merges them (MergeServiceConfig)
 // for the upstreams req.Upstreams names. It wakes when either entry is
 // written or deleted.
-func ResolveServiceConfig(ws memdb.WatchSet, st *state.Store, req *proxycfg.ServiceConfigRequest) (*proxycfg.ServiceConfigResponse, error) {
+func ResolveServiceConfig(ws memdb.WatchSet, st *state.Store, req *structs.ServiceConfigRequest) (*structs.ServiceConfigResponse, error) {
 	if req.Name == "" {
 		return nil, ErrMissingName
 	}
@@ -34,7 +33,7 @@ func ResolveServiceConfig(ws memdb.WatchSet, st *state.Store, req *proxycfg.Serv
 	return out, nil
 }
 
-// MergeServiceConfig computes what proxycfg.ServiceConfigResponse
+// MergeServiceConfig computes what structs.ServiceConfigResponse
 // documents from the global proxy-defaults entry (pd) and the service's
 // service-defaults entry (sd), either of which may be nil: the service
 // entry's settings win over the global ones where set, the protocol
@@ -42,8 +41,8 @@ func ResolveServiceConfig(ws memdb.WatchSet, st *state.Store, req *proxycfg.Serv
 // service entry overrides) gets the entry's upstream defaults overlaid
 // with its override. The result shares nothing mutable with pd and sd
 // beyond what they point to, which it treats as read-only.
-func MergeServiceConfig(pd *structs.ProxyConfigEntry, sd *structs.ServiceConfigEntry, upstreams []string) *proxycfg.ServiceConfigResponse {
-	out := &proxycfg.ServiceConfigResponse{Protocol: structs.DefaultServiceProtocol}
+func MergeServiceConfig(pd *structs.ProxyConfigEntry, sd *structs.ServiceConfigEntry, upstreams []string) *structs.ServiceConfigResponse {
+	out := &structs.ServiceConfigResponse{Protocol: structs.DefaultServiceProtocol}
 	if pd != nil {
 		if len(pd.Config) > 0 {
 			out.ProxyConfig = maps.Clone(pd.Config)

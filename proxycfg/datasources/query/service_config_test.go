@@ -4,7 +4,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/trellis-mesh/trellis/proxycfg"
 	"github.com/trellis-mesh/trellis/structs"
 )
 
@@ -18,16 +17,16 @@ func TestMergeServiceConfig(t *testing.T) {
 		pd        *structs.ProxyConfigEntry
 		sd        *structs.ServiceConfigEntry
 		upstreams []string
-		want      *proxycfg.ServiceConfigResponse
+		want      *structs.ServiceConfigResponse
 	}{
 		{
 			name: "nothing configured",
-			want: &proxycfg.ServiceConfigResponse{Protocol: "tcp"},
+			want: &structs.ServiceConfigResponse{Protocol: "tcp"},
 		},
 		{
 			name: "proxy-defaults only",
 			pd:   pd,
-			want: &proxycfg.ServiceConfigResponse{
+			want: &structs.ServiceConfigResponse{
 				ProxyConfig: map[string]any{"protocol": "HTTP", "k": "v"}, Protocol: "http", Mode: structs.ProxyModeTransparent,
 				MeshGateway: structs.MeshGatewayConfig{Mode: "local"}, Expose: structs.ExposeConfig{Checks: true},
 			},
@@ -37,7 +36,7 @@ func TestMergeServiceConfig(t *testing.T) {
 			pd:   pd,
 			sd: &structs.ServiceConfigEntry{Protocol: "grpc", Mode: structs.ProxyModeDirect,
 				MutualTLSMode: structs.MutualTLSModeStrict},
-			want: &proxycfg.ServiceConfigResponse{
+			want: &structs.ServiceConfigResponse{
 				ProxyConfig: map[string]any{"protocol": "grpc", "k": "v"}, Protocol: "grpc", Mode: structs.ProxyModeDirect,
 				MutualTLSMode: structs.MutualTLSModeStrict, MeshGateway: structs.MeshGatewayConfig{Mode: "local"},
 				Expose: structs.ExposeConfig{Checks: true},
@@ -53,7 +52,7 @@ func TestMergeServiceConfig(t *testing.T) {
 				},
 			}},
 			upstreams: []string{"api", "db"},
-			want: &proxycfg.ServiceConfigResponse{
+			want: &structs.ServiceConfigResponse{
 				Protocol: "tcp",
 				UpstreamConfigs: map[string]*structs.UpstreamConfig{
 					"api":           {Name: "api", ConnectTimeoutMs: 2000, Protocol: "http"},
@@ -69,7 +68,7 @@ func TestMergeServiceConfig(t *testing.T) {
 				Overrides: []*structs.UpstreamConfig{{Name: "api", Protocol: "http2"}},
 			}},
 			upstreams: []string{"api", "db"},
-			want: &proxycfg.ServiceConfigResponse{
+			want: &structs.ServiceConfigResponse{
 				Protocol:        "tcp",
 				UpstreamConfigs: map[string]*structs.UpstreamConfig{"api": {Name: "api", Protocol: "http2"}},
 			},
