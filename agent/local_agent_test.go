@@ -147,3 +147,32 @@ func TestAgentServiceAPI(t *testing.T) {
 		return !strings.Contains(b, `"web"`) && !strings.Contains(b, "web-sidecar-proxy")
 	})
 }
+
+func TestDeregisterCriticalServiceAfter(t *testing.T) {
+	_, url, _ := devAgent(t)
+	waitFor(t, "a leader", func() bool { _, b := get(t, url+"/v1/status/leader"); return b != `""` })
+	// TTL checks start critical; this one never gets an update.
+	code, msg := put(t, url+"/v1/agent/service/register",
+		`{"name":"flaky","port":1,"check":{"ttl":"30s","deregister_critical_service_after":"1s"}}`)
+	if code != 200 {
+		t.Fatalf("register: %d %s", code, msg)
+	}
+	code, msg = put(t, url+"/v1/agent/service/register", `{"name":"steady","port":2,"check":{"ttl":"30s","status":"passing","deregister_critical_service_after":"1s"}}`)
+	if code != 200 {
+		t.Fatalf("register: %d %s", code, msg)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		_, body := get(t, url+"/v1/agent/services")
+		if !strings.Contains(body, `"flaky"`) {
+			if !strings.Contains(body, `"steady"`) {
+				t.Fatalf("the passing service was reaped too: %s", body)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("critical service not reaped: %s", body)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
