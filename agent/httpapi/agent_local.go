@@ -88,19 +88,29 @@ func (s *Server) localAgent() (LocalAgent, error) {
 	return s.local, nil
 }
 
+// decodeAgentDefinition decodes a service or check definition, accepting
+// Consul's snake_case keys as well as CamelCase; a body that cannot be
+// decoded is Consul's 400 "Request decode failed: ...".
+func decodeAgentDefinition(r *http.Request, out any) error {
+	body, err := readBody(r, maxJSONBody)
+	if err == nil {
+		err = decodeJSON(snakeToCamel(body), out)
+	}
+	if err != nil {
+		return badRequest(fmt.Sprintf("Request decode failed: %v", err))
+	}
+	return nil
+}
+
 // agentServiceRegister handles PUT /v1/agent/service/register.
 func (s *Server) agentServiceRegister(_ http.ResponseWriter, r *http.Request) (any, error) {
 	la, err := s.localAgent()
 	if err != nil {
 		return nil, err
 	}
-	body, err := readBody(r, maxJSONBody)
-	if err != nil {
-		return nil, badRequest(fmt.Sprintf("Request decode failed: %v", err))
-	}
 	var def structs.ServiceDefinition
-	if err := decodeJSON(snakeToCamel(body), &def); err != nil {
-		return nil, badRequest(fmt.Sprintf("Request decode failed: %v", err))
+	if err := decodeAgentDefinition(r, &def); err != nil {
+		return nil, err
 	}
 	_, replace := r.URL.Query()["replace-existing-checks"]
 	if v := r.URL.Query().Get("replace-existing-checks"); v == "false" {
@@ -211,13 +221,9 @@ func (s *Server) agentCheckRegister(_ http.ResponseWriter, r *http.Request) (any
 	if err != nil {
 		return nil, err
 	}
-	body, err := readBody(r, maxJSONBody)
-	if err != nil {
-		return nil, badRequest(fmt.Sprintf("Request decode failed: %v", err))
-	}
 	var def structs.CheckDefinition
-	if err := decodeJSON(snakeToCamel(body), &def); err != nil {
-		return nil, badRequest(fmt.Sprintf("Request decode failed: %v", err))
+	if err := decodeAgentDefinition(r, &def); err != nil {
+		return nil, err
 	}
 	return nil, la.RegisterCheck(&def, parseToken(r))
 }
