@@ -2,6 +2,7 @@ package xds
 
 import (
 	"log/slog"
+	"reflect"
 	"slices"
 	"strconv"
 	"sync"
@@ -32,40 +33,69 @@ type entry struct {
 	edsName string
 }
 
-// typeSet is the resources of one type by name.
-type typeSet map[string]*entry
+// typeSet is the resources of one type, by name and sorted by name. It is
+// immutable once prepared, so streams share it and compare it by pointer.
+type typeSet struct {
+	// src is the Source's map the set was prepared from: a next set
+	// carrying the very same map has the same resources (Sources never
+	// modify a delivered set), and reuses this typeSet as it is.
+	src    map[string]proto.Message
+	byName map[string]*entry
+	sorted []*entry
+}
+
+// get returns the entry of a name; nil when absent (or the set is nil).
+func (t *typeSet) get(name string) *entry {
+	if t == nil {
+		return nil
+	}
+	return t.byName[name]
+}
 
 // prepared is a Resources set with every resource encoded and versioned.
-type prepared map[string]typeSet
+type prepared map[string]*typeSet
 
 // marshalOpts gives a stable encoding, so versions depend on content only.
 var marshalOpts = proto.MarshalOptions{Deterministic: true}
 
-// prepare encodes and versions a Resources set. Entries of prev whose
-// message pointer is unchanged are reused as they are; a new message whose
-// encoding equals the previous entry's keeps that entry's encoding, so an
-// unchanged resource costs one encoding into a scratch buffer and no
-// allocation. A resource whose message type does not match its type URL,
-// or that fails to encode, is logged and left out: sending it would make
-// Envoy reject the whole response.
+// prepare encodes and versions a Resources set. A type whose map is the
+// very map of prev's type is prev's typeSet as it is, at no cost. Within a
+// changed type, entries of prev whose message pointer is unchanged are
+// reused as they are; a new message whose encoding equals the previous
+// entry's keeps that entry's encoding, so an unchanged resource costs one
+// encoding into a scratch buffer and no allocation. A resource whose
+// message type does not match its type URL, or that fails to encode, is
+// logged and left out: sending it would make Envoy reject the whole
+// response.
 func prepare(res Resources, prev prepared, log *slog.Logger) prepared {
 	bufp := scratch.Get().(*[]byte)
 	defer scratch.Put(bufp)
 	out := make(prepared, len(res))
-	for typeURL, byName := range res {
+	for typeURL, msgs := range res {
 		old := prev[typeURL]
-		set := make(typeSet, len(byName))
-		for name, msg := range byName {
-			e, err := newEntry(typeURL, name, msg, old[name], bufp)
+		if old != nil && sameMap(old.src, msgs) {
+			out[typeURL] = old
+			continue
+		}
+		set := &typeSet{src: msgs, byName: make(map[string]*entry, len(msgs)), sorted: make([]*entry, 0, len(msgs))}
+		for name, msg := range msgs {
+			e, err := newEntry(typeURL, name, msg, old.get(name), bufp)
 			if err != nil {
 				log.Error("xds: dropping resource", "type", typeURL, "name", name, "error", err)
 				continue
 			}
-			set[name] = e
+			set.byName[name] = e
+			set.sorted = append(set.sorted, e)
 		}
+		slices.SortFunc(set.sorted, byName)
 		out[typeURL] = set
 	}
 	return out
+}
+
+// sameMap reports whether two maps are the same map (not merely equal).
+func sameMap(a, b map[string]proto.Message) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 // scratch holds encoding buffers, so that resources whose encoding did not

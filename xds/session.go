@@ -69,6 +69,25 @@ type session struct {
 	// staleEDS names assignments whose cluster was re-sent while the client
 	// did not subscribe to them yet (see refreshEndpoints).
 	staleEDS map[string]struct{}
+	// gens numbers the changes of the types' subscriptions and client
+	// views (see typeState.gens).
+	gens uint64
+	// byRank and byRemoval are the subscribed types in typeRank and
+	// removalRank order; nil when a type was added or subscribed since.
+	byRank, byRemoval []*typeState
+	// pending caches endpointsPending for the state it was computed in.
+	pending struct {
+		valid bool
+		key   pendingKey
+		value bool
+	}
+}
+
+// pendingKey is what endpointsPending depends on.
+type pendingKey struct {
+	cds, eds      uint64 // client view generations (0: no such type)
+	set           *typeSet
+	edsSuppressed bool
 }
 
 func newSession(delta bool, log *slog.Logger, now func() time.Time) *session {
@@ -91,7 +110,7 @@ func (s *session) typeFor(typeURL string) (*typeState, bool) {
 		s.log.Warn("xds: ignoring request: too many types on one stream", "type", typeURL)
 		return nil, false
 	}
-	ts := newTypeState(typeURL)
+	ts := newTypeState(typeURL, &s.gens)
 	s.types[typeURL] = ts
 	return ts, true
 }
@@ -125,13 +144,22 @@ func (s *session) handleSotW(r request) {
 		// nothing we can rely on.
 		s.log.Debug("xds: type re-requested without nonce", "type", r.typeURL)
 		clear(ts.client)
+		ts.touchClient()
 		ts.answered, ts.inflight, ts.suppressed = false, nil, false
 	}
 	if ts.inflight != nil && r.nonce == ts.inflight.nonce {
 		s.ackOrNack(ts, r)
 	}
-	ts.subscribed = true
+	s.subscribe(ts)
 	ts.setSotWNames(r.names)
+}
+
+// subscribe marks a type subscribed, the first time it is requested.
+func (s *session) subscribe(ts *typeState) {
+	if !ts.subscribed {
+		ts.subscribed = true
+		s.byRank, s.byRemoval = nil, nil
+	}
 }
 
 func (s *session) handleDelta(r request) {
@@ -140,7 +168,7 @@ func (s *session) handleDelta(r request) {
 		return
 	}
 	first := !ts.subscribed
-	ts.subscribed = true
+	s.subscribe(ts)
 	if r.nonce != "" {
 		if ts.inflight != nil && r.nonce == ts.inflight.nonce {
 			s.ackOrNack(ts, r)
@@ -170,8 +198,12 @@ func (s *session) ackOrNack(ts *typeState, r request) {
 		"nonce", inf.nonce, "error", r.errorDetail.GetMessage())
 }
 
-// ordered returns the subscribed types sorted by rank (then URL).
-func (s *session) ordered(rank func(string) int) []*typeState {
+// ordered returns the subscribed types sorted by rank (then URL). The
+// slice is cached until a type is added: callers must not modify it.
+func (s *session) ordered(rank func(string) int, cache *[]*typeState) []*typeState {
+	if *cache != nil {
+		return *cache
+	}
 	out := make([]*typeState, 0, len(s.types))
 	for _, ts := range s.types {
 		if ts.subscribed {
@@ -190,6 +222,7 @@ func (s *session) ordered(rank func(string) int) []*typeState {
 		}
 		return 0
 	})
+	*cache = out
 	return out
 }
 
@@ -207,6 +240,10 @@ func (s *session) ordered(rank func(string) int) []*typeState {
 //     of a re-warmed cluster);
 //   - removals go last, once nothing is in flight or waiting, referrers
 //     first.
+//
+// Types that owe the client nothing since the last look (same resources,
+// subscription and client view) are skipped without looking inside, so an
+// ACK, or a change of one type, costs work in that type only.
 func (s *session) plan() []proto.Message {
 	if s.res == nil {
 		return nil
@@ -214,20 +251,24 @@ func (s *session) plan() []proto.Message {
 	var out []proto.Message
 	blockLater := s.endpointsPending()
 	deferred := false // an upsert had to wait
-	for _, ts := range s.ordered(typeRank) {
+	for _, ts := range s.ordered(typeRank, &s.byRank) {
 		if ts.inflight != nil {
 			if ts.rank < rankListener {
 				blockLater = true
 			}
 			continue
 		}
-		view := ts.view(s.res[ts.typeURL])
+		set := s.res[ts.typeURL]
+		if ts.isSettled(set) {
+			continue
+		}
 		if ts.suppressed {
-			if fingerprint(view) == ts.suppressedFP {
+			if ts.viewFP(set) == ts.suppressedFP {
 				continue
 			}
 			ts.suppressed = false
 		}
+		view := ts.view(set)
 		ups := ts.upserts(view)
 		if len(ups) == 0 && ts.answered {
 			continue
@@ -236,7 +277,7 @@ func (s *session) plan() []proto.Message {
 			deferred = true
 			continue
 		}
-		out = append(out, s.respond(ts, view, ups, nil))
+		out = append(out, s.respond(ts, set, ups, nil))
 		if ts.rank < rankListener {
 			blockLater = true
 		}
@@ -252,16 +293,19 @@ func (s *session) plan() []proto.Message {
 			return out
 		}
 	}
-	for _, ts := range s.ordered(removalRank) {
-		if ts.suppressed {
+	// Nothing is in flight or waiting, so every type not suppressed holds
+	// its whole view: only removals can be owed.
+	for _, ts := range s.ordered(removalRank, &s.byRemoval) {
+		set := s.res[ts.typeURL]
+		if ts.suppressed || ts.isSettled(set) {
 			continue
 		}
-		set := s.res[ts.typeURL]
 		rems := ts.removals(set, s.delta)
 		if len(rems) == 0 {
+			ts.settled = ts.key(set)
 			continue
 		}
-		out = append(out, s.respond(ts, ts.view(set), nil, rems))
+		out = append(out, s.respond(ts, set, nil, rems))
 	}
 	return out
 }
@@ -276,15 +320,27 @@ func (s *session) endpointsPending() bool {
 		return false
 	}
 	eds := s.types[resource.EndpointType]
+	key := pendingKey{cds: cds.clientGen, set: s.res[resource.EndpointType]}
+	if eds != nil {
+		key.eds, key.edsSuppressed = eds.clientGen, eds.suppressed
+	}
+	if s.pending.valid && s.pending.key == key {
+		return s.pending.value
+	}
+	v := s.endpointsPendingNow(cds, eds, key.set)
+	s.pending.valid, s.pending.key, s.pending.value = true, key, v
+	return v
+}
+
+func (s *session) endpointsPendingNow(cds, eds *typeState, set *typeSet) bool {
 	if eds != nil && eds.suppressed {
 		return false
 	}
-	set := s.res[resource.EndpointType]
 	for _, c := range cds.client {
 		if c == nil || c.edsName == "" {
 			continue
 		}
-		want := set[c.edsName]
+		want := set.get(c.edsName)
 		if want == nil {
 			continue
 		}
@@ -327,6 +383,7 @@ func (s *session) consumeStaleEDS() {
 			delete(s.staleEDS, n)
 			if _, held := eds.client[n]; held {
 				delete(eds.client, n)
+				eds.touchClient()
 				eds.suppressed = false
 			}
 		}
@@ -347,12 +404,13 @@ func (s *session) consumeStaleEDS() {
 }
 
 // respond builds one response for a type and records it as in flight.
-// view is what the client should end up with; ups the entries it lacks;
-// rems the names to remove (removal phase, ups empty).
-func (s *session) respond(ts *typeState, view, ups []*entry, rems []string) proto.Message {
+// The type's view of set is what the client should end up with; ups the
+// entries it lacks; rems the names to remove (removal phase, ups empty).
+func (s *session) respond(ts *typeState, set *typeSet, ups []*entry, rems []string) proto.Message {
 	s.nonce++
 	nonce := strconv.FormatUint(s.nonce, 10)
-	inf := &inflight{nonce: nonce, viewFP: fingerprint(view)}
+	view := ts.view(set)
+	inf := &inflight{nonce: nonce, viewFP: ts.viewFP(set)}
 	var msg proto.Message
 	if s.delta {
 		inf.prev = ts.apply(ups, rems, false)
@@ -402,7 +460,7 @@ func (s *session) waiting() bool { return s.res == nil }
 
 // typeStatuses returns the status of every subscribed type.
 func (s *session) typeStatuses() []TypeStatus {
-	types := s.ordered(typeRank)
+	types := s.ordered(typeRank, &s.byRank)
 	out := make([]TypeStatus, len(types))
 	for i, ts := range types {
 		out[i] = ts.statusCopy()

@@ -40,7 +40,7 @@ func TestSubscriptionRules(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ts := newTypeState(tc.typeURL)
+			ts := newTypeState(tc.typeURL, nil)
 			for i, s := range tc.steps {
 				if tc.delta {
 					ts.applyDelta(i == 0, s.sub, s.unsub, nil)
@@ -145,17 +145,48 @@ func TestVersionsFollowContent(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	p1 := prepare(set(cluster("a", 0), cluster("b", 0)), nil, log)
 	p2 := prepare(set(cluster("a", 0), cluster("b", 1)), p1, log)
-	if p1[cdsURL]["a"].version != p2[cdsURL]["a"].version {
+	if p1[cdsURL].get("a").version != p2[cdsURL].get("a").version {
 		t.Error("equal content got different versions")
 	}
-	if p1[cdsURL]["b"].version == p2[cdsURL]["b"].version {
+	if p1[cdsURL].get("b").version == p2[cdsURL].get("b").version {
 		t.Error("different content got equal versions")
 	}
-	if p1[cdsURL]["a"].any != p2[cdsURL]["a"].any {
+	if p1[cdsURL].get("a").any != p2[cdsURL].get("a").any {
 		t.Error("unchanged resource was encoded again")
 	}
-	bad := prepare(Resources{cdsURL: {"x": listener("x", 1), "y": nil}}, nil, log)
-	if len(bad[cdsURL]) != 0 {
-		t.Errorf("mistyped or nil resources kept: %v", bad[cdsURL])
+	if names := entryNames(p2[cdsURL].sorted); !slices.Equal(names, []string{"a", "b"}) {
+		t.Errorf("sorted entries %v, want [a b]", names)
 	}
+	bad := prepare(Resources{cdsURL: {"x": listener("x", 1), "y": nil}}, nil, log)
+	if len(bad[cdsURL].byName) != 0 || len(bad[cdsURL].sorted) != 0 {
+		t.Errorf("mistyped or nil resources kept: %v", bad[cdsURL].byName)
+	}
+}
+
+// TestUnchangedMapIsSkipped: a type handed over as the very same map is
+// the previous typeSet, without looking inside; an equal but distinct map
+// is prepared again (reusing the encodings).
+func TestUnchangedMapIsSkipped(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	res := set(cluster("a", 0), listener("l", 1))
+	p1 := prepare(res, nil, log)
+	next := Resources{cdsURL: res[cdsURL], ldsURL: maps.Clone(res[ldsURL])}
+	p2 := prepare(next, p1, log)
+	if p2[cdsURL] != p1[cdsURL] {
+		t.Error("the same cluster map was prepared again")
+	}
+	if p2[ldsURL] == p1[ldsURL] {
+		t.Error("a different listener map was taken as the same")
+	}
+	if p2[ldsURL].get("l").any != p1[ldsURL].get("l").any {
+		t.Error("an unchanged listener was encoded again")
+	}
+}
+
+func entryNames(es []*entry) []string {
+	out := make([]string, len(es))
+	for i, e := range es {
+		out[i] = e.name
+	}
+	return out
 }

@@ -37,6 +37,36 @@ type typeState struct {
 	// state-of-the-world request quoting any other nonce is stale.
 	lastNonce string
 	status    TypeStatus
+
+	// gens numbers the changes of the session's state (shared by its
+	// types); subGen and clientGen are the numbers of the latest change of
+	// the subscription and of the client view. Together with the typeSet
+	// pointer they key what plan can skip.
+	gens      *uint64
+	subGen    uint64
+	clientGen uint64
+	// vc is the view of the latest set for the subscription.
+	vc viewCache
+	// settled is the state in which the type was last found to owe the
+	// client nothing (no upserts, no removals): plan skips the type while
+	// nothing of it changed.
+	settled stateKey
+}
+
+// stateKey identifies what a type's plan depends on: the resources, the
+// subscription and the client view.
+type stateKey struct {
+	set         *typeSet
+	sub, client uint64
+}
+
+// viewCache is a type's view of a set for one subscription, with its
+// fingerprint once computed.
+type viewCache struct {
+	set  *typeSet
+	sub  uint64
+	view []*entry
+	fp   string
 }
 
 // inflight is one response awaiting ACK or NACK.
@@ -56,14 +86,46 @@ type prevEntry struct {
 	held bool
 }
 
-func newTypeState(typeURL string) *typeState {
-	return &typeState{
+// newTypeState returns the state of a type newly requested on a stream;
+// gens is the session's change counter (nil: the type's own).
+func newTypeState(typeURL string, gens *uint64) *typeState {
+	if gens == nil {
+		gens = new(uint64)
+	}
+	ts := &typeState{
 		typeURL: typeURL,
 		rank:    typeRank(typeURL),
 		names:   map[string]struct{}{},
 		client:  map[string]*entry{},
 		status:  TypeStatus{TypeURL: typeURL},
+		gens:    gens,
 	}
+	ts.touchSub()
+	ts.touchClient()
+	return ts
+}
+
+// touchSub records a change of the subscription.
+func (ts *typeState) touchSub() {
+	*ts.gens++
+	ts.subGen = *ts.gens
+}
+
+// touchClient records a change of the client view.
+func (ts *typeState) touchClient() {
+	*ts.gens++
+	ts.clientGen = *ts.gens
+}
+
+// key is the type's current state for set.
+func (ts *typeState) key(set *typeSet) stateKey {
+	return stateKey{set: set, sub: ts.subGen, client: ts.clientGen}
+}
+
+// isSettled reports whether the type owes the client nothing for set:
+// nothing changed since plan last found no upserts and no removals.
+func (ts *typeState) isSettled(set *typeSet) bool {
+	return ts.answered && ts.settled == ts.key(set)
 }
 
 // wants reports whether the client subscribed to a resource name.
@@ -76,23 +138,39 @@ func (ts *typeState) wants(name string) bool {
 }
 
 // view is what the client should hold: the subscribed resources that
-// exist, sorted by name.
-func (ts *typeState) view(set typeSet) []*entry {
+// exist, sorted by name. The slice is shared (the set's own for a
+// wildcard): callers must not modify it.
+func (ts *typeState) view(set *typeSet) []*entry {
+	if ts.vc.set == set && ts.vc.sub == ts.subGen && ts.vc.view != nil {
+		return ts.vc.view
+	}
 	var out []*entry
 	if ts.wildcard {
-		out = make([]*entry, 0, len(set))
-		for _, e := range set {
-			out = append(out, e)
+		if set != nil {
+			out = set.sorted
 		}
 	} else {
 		for n := range ts.names {
-			if e := set[n]; e != nil {
+			if e := set.get(n); e != nil {
 				out = append(out, e)
 			}
 		}
+		slices.SortFunc(out, byName)
 	}
-	slices.SortFunc(out, byName)
+	if out == nil {
+		out = []*entry{}
+	}
+	ts.vc = viewCache{set: set, sub: ts.subGen, view: out}
 	return out
+}
+
+// viewFP is the fingerprint of view(set).
+func (ts *typeState) viewFP(set *typeSet) string {
+	v := ts.view(set)
+	if ts.vc.fp == "" {
+		ts.vc.fp = fingerprint(v)
+	}
+	return ts.vc.fp
 }
 
 // upserts are the entries of the view the client does not hold at their
@@ -111,19 +189,19 @@ func (ts *typeState) upserts(view []*entry) []*entry {
 // longer in the view and, in delta, subscribed names it was never told do
 // not exist (the protocol's way of saying "no such resource"). In
 // state-of-the-world only listeners and clusters are removed (by omission).
-func (ts *typeState) removals(set typeSet, delta bool) []string {
+func (ts *typeState) removals(set *typeSet, delta bool) []string {
 	if !delta && !omissionDeletes(ts.typeURL) {
 		return nil
 	}
 	var out []string
 	for name, c := range ts.client {
-		if c != nil && (set[name] == nil || !ts.wants(name)) {
+		if c != nil && (set.get(name) == nil || !ts.wants(name)) {
 			out = append(out, name)
 		}
 	}
 	if delta {
 		for n := range ts.names {
-			if _, known := ts.client[n]; !known && set[n] == nil {
+			if _, known := ts.client[n]; !known && set.get(n) == nil {
 				out = append(out, n)
 			}
 		}
@@ -160,6 +238,7 @@ func (ts *typeState) held(view []*entry) []*entry {
 // reverts it) and returns what the touched names held before. replace
 // drops every held name not sent (state-of-the-world omission).
 func (ts *typeState) apply(sent []*entry, removed []string, replace bool) map[string]prevEntry {
+	ts.touchClient()
 	prev := make(map[string]prevEntry, len(sent)+len(removed))
 	record := func(name string) {
 		if _, done := prev[name]; !done {
@@ -196,6 +275,7 @@ func (ts *typeState) apply(sent []*entry, removed []string, replace bool) map[st
 
 // revert undoes a rejected response.
 func (ts *typeState) revert(prev map[string]prevEntry) {
+	ts.touchClient()
 	for name, p := range prev {
 		if p.held {
 			ts.client[name] = p.e
@@ -212,7 +292,11 @@ func (ts *typeState) dropUnwanted() {
 	if ts.wildcard {
 		return
 	}
+	n := len(ts.client)
 	maps.DeleteFunc(ts.client, func(name string, _ *entry) bool { return !ts.wants(name) })
+	if len(ts.client) != n {
+		ts.touchClient()
+	}
 }
 
 // versionHeld fingerprints what the client holds (the delta
@@ -231,6 +315,7 @@ func (ts *typeState) versionHeld() string {
 // empty list is a wildcard for listeners, clusters and unknown types and
 // subscribes to nothing for named-only types; "*" is an explicit wildcard.
 func (ts *typeState) setSotWNames(names []string) {
+	ts.touchSub()
 	ts.wildcard = len(names) == 0 && !namedOnly(ts.typeURL)
 	clear(ts.names)
 	for _, n := range names {
@@ -247,6 +332,11 @@ func (ts *typeState) setSotWNames(names []string) {
 // (re)subscribed name is forgotten from the client view so that it is sent
 // again: the client may have dropped it.
 func (ts *typeState) applyDelta(first bool, subscribe, unsubscribe []string, initial map[string]string) {
+	if !first && len(subscribe) == 0 && len(unsubscribe) == 0 {
+		return // an ACK or NACK only
+	}
+	ts.touchSub()
+	ts.touchClient()
 	if first && len(subscribe) == 0 && !namedOnly(ts.typeURL) {
 		ts.wildcard = true // legacy wildcard: the first request names nothing
 	}
@@ -271,7 +361,9 @@ func (ts *typeState) applyDelta(first bool, subscribe, unsubscribe []string, ini
 			ts.client[n] = &entry{name: n, version: v}
 		}
 	}
-	ts.dropUnwanted()
+	if len(unsubscribe) > 0 || len(initial) > 0 {
+		ts.dropUnwanted()
+	}
 }
 
 // statusCopy returns the type's status with the derived fields filled in.

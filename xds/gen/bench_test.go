@@ -38,7 +38,22 @@ func BenchmarkGenerateConnectProxy(b *testing.B) {
 // since the previous snapshot.
 func BenchmarkGeneratorEndpointChange(b *testing.B) {
 	snap := benchSnapshot(b)
-	// other is snap with one more instance of db.
+	other := withDBEndpoints(snap)
+	var g Generator
+	snaps := []*proxycfg.ConfigSnapshot{snap, other}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := g.Generate(snaps[i%2]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+// withDBEndpoints is snap with one more instance of db, derived the way
+// proxycfg derives snapshots (changed values replaced, the rest shared).
+func withDBEndpoints(snap *proxycfg.ConfigSnapshot) *proxycfg.ConfigSnapshot {
 	other := *snap
 	cp := *snap.ConnectProxy
 	cp.Upstreams = map[proxycfg.UpstreamID]*proxycfg.UpstreamSnapshot{}
@@ -51,22 +66,12 @@ func BenchmarkGeneratorEndpointChange(b *testing.B) {
 	}
 	cp.Upstreams["db"] = &db
 	other.ConnectProxy = &cp
-
-	var g Generator
-	snaps := []*proxycfg.ConfigSnapshot{snap, &other}
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		if _, err := g.Generate(snaps[i%2]); err != nil {
-			b.Fatal(err)
-		}
-		i++
-	}
+	return &other
 }
 
 // benchSnapshot is a sidecar with 5 upstreams, built by the state
 // machines.
-func benchSnapshot(b *testing.B) *proxycfg.ConfigSnapshot {
+func benchSnapshot(b testing.TB) *proxycfg.ConfigSnapshot {
 	w := routedWorld()
 	w.pemSize = 800 // an ECDSA P-256 leaf with its chain, roughly
 	w.defaultDeny = true

@@ -3,8 +3,8 @@ package gen
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
-	"strconv"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
@@ -66,6 +66,10 @@ func generate(snap *proxycfg.ConfigSnapshot, m *memo) (Resources, error) {
 	}
 	b := newBuilder(snap)
 	b.memo = m
+	var prev *memo
+	if m != nil {
+		prev = m.prev
+	}
 	var err error
 	switch snap.Kind {
 	case structs.ServiceKindConnectProxy:
@@ -85,41 +89,35 @@ func generate(snap *proxycfg.ConfigSnapshot, m *memo) (Resources, error) {
 	if err != nil {
 		return nil, fmt.Errorf("gen: %s: %w", snap.ProxyID, err)
 	}
-	return b.res, nil
+	res, by := b.assemble(prev)
+	if m != nil {
+		m.res, m.by = res, by
+	}
+	return res, nil
 }
 
 // builder accumulates the resources of one generation.
 type builder struct {
 	snap *proxycfg.ConfigSnapshot
-	res  Resources
 	// td is the trust domain; rootsPEMs every trusted root, concatenated,
 	// once trustedCA first needs it (a generation that reuses every TLS
 	// context does not).
 	td        string
 	rootsPEMs *string
-	// addrs are the addresses listeners were added on (see put).
-	addrs map[string]bool
+	// parts are the generation's resources, in the order they were added,
+	// grouped by the part that added them; cur is the part adds go to (nil
+	// starts a new anonymous one). assemble turns them into Resources.
+	parts []*part
+	cur   *part
 	// memo, when generating for a Generator, holds the previous
-	// generation's reusable parts and collects this one's; rec records the
-	// resources of the part being generated.
+	// generation's reusable parts and collects this one's.
 	memo *memo
-	rec  *[]recorded
 	// err is the first failure to pack a typed config (see any).
 	err error
 }
 
 func newBuilder(snap *proxycfg.ConfigSnapshot) *builder {
-	b := &builder{
-		snap: snap,
-		res: Resources{
-			ListenerType: {},
-			ClusterType:  {},
-			RouteType:    {},
-			EndpointType: {},
-		},
-		td: snap.TrustDomain(),
-	}
-	return b
+	return &builder{snap: snap, td: snap.TrustDomain()}
 }
 
 // trustedCA is every trusted root certificate, concatenated (rootsPEM).
@@ -131,41 +129,113 @@ func (b *builder) trustedCA() string {
 	return *b.rootsPEMs
 }
 
-// add stores a resource unless one of that name exists already (the first
-// one wins, see Generate). While an upstream is being generated for a
-// Generator, the resource is also recorded for reuse.
+// add records a resource in the current part (see assemble for what
+// happens to duplicates).
 func (b *builder) add(typeURL, name string, m proto.Message) {
-	if b.rec != nil {
-		*b.rec = append(*b.rec, recorded{typeURL: typeURL, name: name, msg: m})
-	}
-	b.put(typeURL, name, m)
-}
-
-// addListener adds a listener (see put for the address rule).
-func (b *builder) addListener(l *listenerv3.Listener) { b.add(ListenerType, l.GetName(), l) }
-
-// put stores a resource unless one of that name exists already. A listener
-// is also left out when another one was added on the same address: Envoy
-// cannot bind twice, and a registration naming, say, the public port as an
-// upstream's bind port must not take every listener down. The first one
-// wins: the public listener, then upstreams by ID.
-func (b *builder) put(typeURL, name string, m proto.Message) {
-	set := b.res[typeURL]
-	if _, ok := set[name]; ok {
+	t, ok := typeIndex(typeURL)
+	if !ok {
+		if b.err == nil {
+			b.err = fmt.Errorf("add %s %q: unknown type", typeURL, name)
+		}
 		return
 	}
-	if l, ok := m.(*listenerv3.Listener); ok {
-		sa := l.GetAddress().GetSocketAddress()
-		key := sa.GetAddress() + ":" + strconv.FormatUint(uint64(sa.GetPortValue()), 10)
-		if b.addrs[key] {
-			return
-		}
-		if b.addrs == nil {
-			b.addrs = map[string]bool{}
-		}
-		b.addrs[key] = true
+	if b.cur == nil {
+		b.cur = &part{}
+		b.parts = append(b.parts, b.cur)
 	}
-	set[name] = m
+	b.cur.resources = append(b.cur.resources, recorded{typeIdx: t, name: name, msg: m})
+	b.cur.count[t]++
+}
+
+// addListener adds a listener (see assemble for the address rule).
+func (b *builder) addListener(l *listenerv3.Listener) { b.add(ListenerType, l.GetName(), l) }
+
+// resourceTypes are the types a generation produces, in typeIndex order.
+var resourceTypes = [...]string{ListenerType, ClusterType, RouteType, EndpointType}
+
+// typeIndex places a type URL in resourceTypes.
+func typeIndex(typeURL string) (int, bool) {
+	switch typeURL {
+	case ListenerType:
+		return 0, true
+	case ClusterType:
+		return 1, true
+	case RouteType:
+		return 2, true
+	case EndpointType:
+		return 3, true
+	}
+	return 0, false
+}
+
+// contributors are, per type, the parts that added resources of it, in
+// order.
+type contributors [len(resourceTypes)][]*part
+
+// assemble builds the Resources of the generation from its parts. A
+// resource is kept unless one of that name was added before it (the first
+// one wins, see Generate). A listener is also left out when one was added
+// before it on the same address: Envoy cannot bind twice, and a
+// registration naming, say, the public port as an upstream's bind port
+// must not take every listener down. The first one wins: the public
+// listener, then upstreams by ID.
+//
+// A type whose contributing parts are the very parts (reused, in the same
+// order) that made it in prev is prev's map itself: the result is equal,
+// and sharing it tells the ADS server the type did not change without
+// looking at its resources.
+func (b *builder) assemble(prev *memo) (Resources, contributors) {
+	var by contributors
+	for _, p := range b.parts {
+		for t, n := range p.count {
+			if n > 0 {
+				by[t] = append(by[t], p)
+			}
+		}
+	}
+	res := make(Resources, len(resourceTypes))
+	for t, typeURL := range resourceTypes {
+		if prev != nil && prev.res != nil && slices.Equal(prev.by[t], by[t]) {
+			res[typeURL] = prev.res[typeURL]
+			continue
+		}
+		size := 0
+		for _, p := range by[t] {
+			size += p.count[t]
+		}
+		set := make(map[string]proto.Message, size)
+		var addrs map[listenerAddr]bool
+		for _, p := range by[t] {
+			for _, r := range p.resources {
+				if r.typeIdx != t {
+					continue
+				}
+				if _, dup := set[r.name]; dup {
+					continue
+				}
+				if l, ok := r.msg.(*listenerv3.Listener); ok {
+					sa := l.GetAddress().GetSocketAddress()
+					key := listenerAddr{addr: sa.GetAddress(), port: sa.GetPortValue()}
+					if addrs[key] {
+						continue
+					}
+					if addrs == nil {
+						addrs = map[listenerAddr]bool{}
+					}
+					addrs[key] = true
+				}
+				set[r.name] = r.msg
+			}
+		}
+		res[typeURL] = set
+	}
+	return res, by
+}
+
+// listenerAddr is the address a listener binds.
+type listenerAddr struct {
+	addr string
+	port uint32
 }
 
 // any packs a typed config. Packing is deterministic: with map fields

@@ -22,7 +22,10 @@ import (
 //
 // An endpoint change of one upstream thus costs that upstream's endpoint
 // sets, and every other resource is the very message of the previous set,
-// which the ADS server recognises without re-encoding it.
+// which the ADS server recognises without re-encoding it. A type none of
+// whose parts changed is even the previous result's very map (listeners,
+// clusters and routes after an endpoint change), so the server can tell
+// the type is unchanged without looking inside.
 //
 // The result always equals Generate's for the same snapshot. Use one
 // Generator per proxy (the reuse is keyed on that proxy's values); it is
@@ -52,25 +55,32 @@ func (g *Generator) Generate(snap *proxycfg.ConfigSnapshot) (Resources, error) {
 
 // recorded is one resource a part of a generation added.
 type recorded struct {
-	typeURL, name string
-	msg           proto.Message
+	typeIdx int // in resourceTypes
+	name    string
+	msg     proto.Message
 }
 
-// part is the output of one reusable part of a generation, and the key of
-// the inputs it was made from.
+// part is the output of one part of a generation: a reusable one (made
+// by reuse, with the key of its inputs) or an anonymous run of resources
+// added outside reuse.
 type part struct {
 	key       any
 	resources []recorded
+	// count is the number of resources per type (resourceTypes order).
+	count [len(resourceTypes)]int
 	// filter is an upstream's network filter (transparent proxies reuse
 	// it in their outbound listener).
 	filter *listenerv3.Filter
 }
 
-// memo holds the parts of the previous generation (prev) and collects
-// those of the current one.
+// memo holds the reusable parts of the previous generation (prev) and
+// collects those of the current one, with the generation's result and,
+// per type, the parts it was assembled from.
 type memo struct {
 	prev  *memo
 	parts map[string]*part
+	res   Resources
+	by    contributors
 }
 
 // upstreamKey is every input of an upstream's clusters, routes and
@@ -108,27 +118,26 @@ type publicKey struct {
 
 // reuse generates a part, or replays the previous generation's output of
 // it when its key is unchanged. id names the part within the proxy.
+// Without a memo (Generate) every part is generated.
 func (b *builder) reuse(id string, key any, gen func() (*listenerv3.Filter, error)) (*listenerv3.Filter, error) {
-	if b.memo == nil {
-		return gen()
-	}
-	if prev := b.memo.prev; prev != nil {
-		if p := prev.parts[id]; p != nil && p.key == key {
-			for _, r := range p.resources {
-				b.put(r.typeURL, r.name, r.msg)
-			}
+	if b.memo != nil && b.memo.prev != nil {
+		if p := b.memo.prev.parts[id]; p != nil && p.key == key {
+			b.parts = append(b.parts, p)
+			b.cur = nil
 			b.memo.store(id, p)
 			return p.filter, nil
 		}
 	}
-	var rec []recorded
-	b.rec = &rec
+	p := &part{key: key}
+	b.parts = append(b.parts, p)
+	b.cur = p
 	filter, err := gen()
-	b.rec = nil
-	if err != nil || b.err != nil {
+	b.cur = nil
+	p.filter = filter
+	if err != nil || b.err != nil || b.memo == nil {
 		return filter, err
 	}
-	b.memo.store(id, &part{key: key, resources: rec, filter: filter})
+	b.memo.store(id, p)
 	return filter, nil
 }
 

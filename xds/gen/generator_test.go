@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"reflect"
 	"testing"
 
 	"github.com/trellis-mesh/trellis/proxycfg"
@@ -61,13 +62,20 @@ func TestGeneratorEqualsGenerate(t *testing.T) {
 		// sets.
 		same, changed       []string
 		sameEDS, changedEDS []string
+		// sameTypes must be the previous result's very maps.
+		sameTypes []string
 	}{
 		{name: "first", snap: base},
-		{name: "again", snap: base, same: []string{"local_app", "db.default.dc1.internal." + testTrustDomain}},
+		{name: "again", snap: base, same: []string{"local_app", "db.default.dc1.internal." + testTrustDomain},
+			// The transparent listener depends on every upstream's
+			// endpoints; it is rebuilt each time.
+			sameTypes: []string{ClusterType, RouteType, EndpointType}},
 		{name: "db endpoints", snap: newEndpoints,
 			same:       []string{"local_app", "api.default.dc1.internal." + testTrustDomain, "db.default.dc1.internal." + testTrustDomain},
 			sameEDS:    []string{"api.default.dc1.internal." + testTrustDomain},
-			changedEDS: []string{"db.default.dc1.internal." + testTrustDomain}},
+			changedEDS: []string{"db.default.dc1.internal." + testTrustDomain},
+			// The transparent listener claims the instances' addresses.
+			sameTypes: []string{ClusterType, RouteType}},
 		{name: "leaf renewed", snap: newLeaf, changed: []string{"api.default.dc1.internal." + testTrustDomain}},
 		{name: "intentions", snap: newIntentions, same: []string{"api.default.dc1.internal." + testTrustDomain}},
 		{name: "upstream removed", snap: upstreamGone, same: []string{"db.default.dc1.internal." + testTrustDomain}},
@@ -111,6 +119,48 @@ func TestGeneratorEqualsGenerate(t *testing.T) {
 				t.Errorf("%s: endpoints %s were reused", st.name, name)
 			}
 		}
+		for _, typeURL := range st.sameTypes {
+			if reflect.ValueOf(got[typeURL]).UnsafePointer() != reflect.ValueOf(prev[typeURL]).UnsafePointer() {
+				t.Errorf("%s: %s map was rebuilt", st.name, typeURL)
+			}
+		}
+		if st.name == "db endpoints" && reflect.ValueOf(got[EndpointType]).UnsafePointer() == reflect.ValueOf(prev[EndpointType]).UnsafePointer() {
+			t.Errorf("%s: the endpoint map was reused", st.name)
+		}
 		prev = got
+	}
+}
+
+// TestGeneratorSharesUnchangedTypes: after an endpoint change of a plain
+// sidecar, listeners, clusters and routes are the previous result's very
+// maps (the ADS server then skips them), and endpoints a new one.
+func TestGeneratorSharesUnchangedTypes(t *testing.T) {
+	snap := benchSnapshot(t)
+	var g Generator
+	first, err := g.Generate(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := g.Generate(withDBEndpoints(snap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	same := func(typeURL string) bool {
+		return reflect.ValueOf(first[typeURL]).UnsafePointer() == reflect.ValueOf(second[typeURL]).UnsafePointer()
+	}
+	for _, typeURL := range []string{ListenerType, ClusterType, RouteType} {
+		if !same(typeURL) {
+			t.Errorf("%s map was rebuilt", typeURL)
+		}
+	}
+	if same(EndpointType) {
+		t.Error("the endpoint map was reused")
+	}
+	want, err := Generate(withDBEndpoints(snap))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := equalResources(want, second); err != nil {
+		t.Fatal(err)
 	}
 }

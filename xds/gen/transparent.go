@@ -31,6 +31,10 @@ type dest struct {
 	port int
 }
 
+// originalDstKey is the key of the original-destination cluster's part:
+// the cluster has no inputs.
+type originalDstKey struct{}
+
 // transparentListener adds the listener that iptables redirects outbound
 // traffic to. The original destination picks the filter chain: each
 // upstream claims the addresses of its targets' instances (on the port
@@ -91,7 +95,13 @@ func (b *builder) transparentListener(cp *proxycfg.ConnectProxySnapshot, chains 
 		}
 	}
 	if m := b.snap.MeshConfig; m == nil || !m.TransparentProxy.MeshDestinationsOnly {
-		b.add(ClusterType, originalDstCluster, b.originalDestinationCluster())
+		// A part of its own: the cluster never changes, and keeping it out
+		// of the listener's (rebuilt with every endpoint change) lets the
+		// cluster type stay the previous generation's.
+		_, _ = b.reuse("original-destination", originalDstKey{}, func() (*listenerv3.Filter, error) {
+			b.add(ClusterType, originalDstCluster, b.originalDestinationCluster())
+			return nil, nil
+		})
 		l.DefaultFilterChain = &listenerv3.FilterChain{
 			Name:    originalDstCluster,
 			Filters: []*listenerv3.Filter{b.tcpProxy("upstream."+originalDstCluster, originalDstCluster)},
