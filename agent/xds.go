@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -20,54 +19,31 @@ type proxyWatcher interface {
 	Watch(ctx context.Context, proxyServiceID, node, token string) (<-chan *proxycfg.ConfigSnapshot, error)
 }
 
-// xdsSource turns proxycfg snapshots into Envoy resources for the ADS
-// server: one goroutine per stream, which ends (closing its channel) when
-// the stream's context ends.
+// xdsSource gives the ADS server the proxies' proxycfg snapshots and
+// turns them into Envoy resources on each stream's goroutine, with one
+// generator per stream (which rebuilds only what a snapshot changed) and
+// endpoint sets shared between all of them.
 type xdsSource struct {
 	watcher proxyWatcher
-	logger  *slog.Logger
+	// endpoints shares endpoint sets between the proxies' generators.
+	endpoints gen.EndpointCache
 }
 
-func (s *xdsSource) Watch(ctx context.Context, ref xds.ProxyRef) (<-chan xds.Resources, error) {
-	snaps, err := s.watcher.Watch(ctx, ref.ServiceID, ref.Node, ref.Token)
-	if err != nil {
-		return nil, err
+func (s *xdsSource) Watch(ctx context.Context, ref xds.ProxyRef) (<-chan *proxycfg.ConfigSnapshot, error) {
+	return s.watcher.Watch(ctx, ref.ServiceID, ref.Node, ref.Token)
+}
+
+func (s *xdsSource) Builder(xds.ProxyRef) xds.Builder[*proxycfg.ConfigSnapshot] {
+	g := &gen.Generator{Endpoints: &s.endpoints}
+	return func(snap *proxycfg.ConfigSnapshot) (xds.Resources, error) {
+		res, err := g.Generate(snap)
+		return xds.Resources(res), err
 	}
-	out := make(chan xds.Resources, 1)
-	// One generator per stream rebuilds only what a snapshot changed.
-	var g gen.Generator
-	go func() {
-		defer close(out)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case snap, ok := <-snaps:
-				if !ok {
-					return
-				}
-				res, err := g.Generate(snap)
-				if err != nil {
-					// Keep serving what the proxy has; the next snapshot may
-					// generate cleanly.
-					s.logger.Warn("cannot generate Envoy config", "proxy", ref.ServiceID, "error", err)
-					continue
-				}
-				// Only the latest set matters: replace an undelivered one.
-				select {
-				case <-out:
-				default:
-				}
-				out <- xds.Resources(res)
-			}
-		}
-	}()
-	return out, nil
 }
 
 // xdsServing is the agent's gRPC listener for Envoy.
 type xdsServing struct {
-	ads  *xds.Server
+	ads  *xds.Server[*proxycfg.ConfigSnapshot]
 	grpc *grpc.Server
 	wg   sync.WaitGroup
 }
@@ -78,8 +54,8 @@ func (a *Agent) startXDS(watcher proxyWatcher) error {
 	if len(addrs) == 0 {
 		return nil
 	}
-	ads, err := xds.New(xds.Config{
-		Source:   &xdsSource{watcher: watcher, logger: a.logger},
+	ads, err := xds.New(xds.Config[*proxycfg.ConfigSnapshot]{
+		Source:   &xdsSource{watcher: watcher},
 		NodeName: a.rc.NodeName,
 		Logger:   a.logger.With("component", "xds"),
 	})

@@ -44,6 +44,10 @@ const (
 const (
 	xdsBenchServerProfileEnv = "TRELLIS_XDSBENCH_SERVER_CPUPROFILE"
 	xdsBenchHeapProfileEnv   = "TRELLIS_XDSBENCH_HEAPPROFILE"
+	// xdsBenchAllocProfileEnv names a file for the agent's allocations
+	// during the measured iterations: <file>.base is written before them,
+	// <file> after; compare with go tool pprof -base <file>.base <file>.
+	xdsBenchAllocProfileEnv = "TRELLIS_XDSBENCH_ALLOCPROFILE"
 )
 
 // BenchmarkXDSEndpointChange measures how an agent serving many Envoy
@@ -60,7 +64,9 @@ const (
 // -cpuprofile covers the set-up too; for the iterations alone set
 // TRELLIS_XDSBENCH_SERVER_CPUPROFILE=<file> (the agent),
 // TRELLIS_XDSBENCH_CLIENT_CPUPROFILE=<file> (the simulated Envoys) and
-// TRELLIS_XDSBENCH_HEAPPROFILE=<file> (the agent's heap once connected).
+// TRELLIS_XDSBENCH_HEAPPROFILE=<file> (the agent's heap once connected) and
+// TRELLIS_XDSBENCH_ALLOCPROFILE=<file> (the agent's allocations during the
+// iterations).
 //
 // Set-up (once per sub-benchmark, not timed): one in-process -dev agent
 // (a server that is its own client agent; CA signing rate limit lifted so
@@ -182,7 +188,7 @@ func newXDSBenchEnv(b *testing.B, n int) (env *xdsBenchEnv) {
 	time.Sleep(500 * time.Millisecond)
 	conn := readMem()
 	if path := os.Getenv(xdsBenchHeapProfileEnv); path != "" {
-		writeHeapProfile(b, path)
+		writeProfile(b, "heap", path)
 	}
 	env.heapConnected = (conn.heap - reg.heap) / float64(n) / 1024
 	env.stackConnected = (conn.stack - reg.stack) / float64(n) / 1024
@@ -200,6 +206,10 @@ func (env *xdsBenchEnv) run(b *testing.B) {
 	if path := os.Getenv(xdsBenchServerProfileEnv); path != "" {
 		stop := startCPUProfile(b, path)
 		defer stop()
+	}
+	allocPath := os.Getenv(xdsBenchAllocProfileEnv)
+	if allocPath != "" {
+		writeProfile(b, "allocs", allocPath+".base")
 	}
 	cpu0 := processCPU()
 	b.ResetTimer()
@@ -242,6 +252,9 @@ func (env *xdsBenchEnv) run(b *testing.B) {
 	time.Sleep(200 * time.Millisecond)
 	cpu := processCPU() - cpu0
 	clientCPU := env.envoys.cpu(b) - clientCPU0
+	if allocPath != "" {
+		writeProfile(b, "allocs", allocPath)
+	}
 
 	slices.Sort(delays)
 	slices.Sort(writes)
@@ -464,14 +477,14 @@ func startCPUProfile(b *testing.B, path string) func() {
 	}
 }
 
-// writeHeapProfile writes a heap profile of this process to path.
-func writeHeapProfile(b *testing.B, path string) {
+// writeProfile writes a profile (heap, allocs) of this process to path.
+func writeProfile(b *testing.B, name, path string) {
 	f, err := os.Create(path)
 	if err != nil {
 		b.Fatal(err)
 	}
 	defer f.Close()
-	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
 		b.Fatal(err)
 	}
 }

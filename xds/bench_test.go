@@ -225,12 +225,12 @@ func benchDeltaStreams(b *testing.B, transport string, fresh bool) {
 		edsCh[i] = make(chan time.Time, 4)
 	}
 
-	var srv *Server
+	var srv *Server[Resources]
 	var open func(i int)
 	switch transport {
 	case "inmem":
 		var err error
-		srv, err = New(Config{Source: src, NodeName: "n", Logger: slog.New(slog.DiscardHandler)})
+		srv, err = New(Config[Resources]{Source: src, NodeName: "n", Logger: slog.New(slog.DiscardHandler)})
 		if err != nil {
 			b.Fatal(err)
 		}

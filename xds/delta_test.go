@@ -17,7 +17,7 @@ const proxyID = "web-sidecar-proxy"
 // deltaEnv is one delta client of a server with a fake source.
 type deltaEnv struct {
 	src  *fakeSource
-	srv  *Server
+	srv  *Server[Resources]
 	conn *grpc.ClientConn
 	c    *deltaClient
 }
@@ -287,12 +287,12 @@ func TestDeltaProtocol(t *testing.T) {
 }
 
 // ldsStatus returns the listener status of the only stream of proxyID.
-func ldsStatus(t *testing.T, srv *Server) TypeStatus {
+func ldsStatus(t *testing.T, srv *Server[Resources]) TypeStatus {
 	t.Helper()
 	return typeStatus(t, srv, proxyID, ldsURL)
 }
 
-func typeStatus(t *testing.T, srv *Server, id, typeURL string) TypeStatus {
+func typeStatus(t *testing.T, srv *Server[Resources], id, typeURL string) TypeStatus {
 	t.Helper()
 	sts := srv.Status(id)
 	if len(sts) != 1 {

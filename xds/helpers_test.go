@@ -77,6 +77,11 @@ func (f *fakeSource) Watch(ctx context.Context, p ProxyRef) (<-chan Resources, e
 	return w.ch, nil
 }
 
+// Builder hands the published sets over as they are.
+func (f *fakeSource) Builder(ProxyRef) Builder[Resources] {
+	return func(r Resources) (Resources, error) { return r, nil }
+}
+
 func (f *fakeSource) closeWatch(id string, w *fakeWatch) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -144,9 +149,9 @@ func (w tWriter) Write(p []byte) (int, error) {
 
 // startServer runs an ADS server on 127.0.0.1 and returns it and a client
 // connection to it. Cleanup stops everything and waits.
-func startServer(t testing.TB, src Source, logger *slog.Logger) (*Server, *grpc.ClientConn) {
+func startServer(t testing.TB, src Source[Resources], logger *slog.Logger) (*Server[Resources], *grpc.ClientConn) {
 	t.Helper()
-	srv, err := New(Config{Source: src, NodeName: "agent-node", Logger: logger})
+	srv, err := New(Config[Resources]{Source: src, NodeName: "agent-node", Logger: logger})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,8 @@ import (
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
+
+	"github.com/trellis-mesh/trellis/internal/latest"
 )
 
 // entry is one resource ready to send: encoded once, versioned by content.
@@ -67,7 +69,13 @@ var marshalOpts = proto.MarshalOptions{Deterministic: true}
 // message type does not match its type URL, or that fails to encode, is
 // logged and left out: sending it would make Envoy reject the whole
 // response.
-func prepare(res Resources, prev prepared, log *slog.Logger) prepared {
+//
+// Endpoint sets are also looked up in shared (when set) by name: proxies
+// of one agent watching the same upstream get the very same message from
+// the generators (see gen.EndpointCache), and a thousand streams then
+// share one encoding instead of making a thousand. Other types are
+// per-proxy messages and are not shared.
+func prepare(res Resources, prev prepared, shared *latest.Cache[string, *entry], log *slog.Logger) prepared {
 	bufp := scratch.Get().(*[]byte)
 	defer scratch.Put(bufp)
 	out := make(prepared, len(res))
@@ -79,7 +87,13 @@ func prepare(res Resources, prev prepared, log *slog.Logger) prepared {
 		}
 		set := &typeSet{src: msgs, byName: make(map[string]*entry, len(msgs)), sorted: make([]*entry, 0, len(msgs))}
 		for name, msg := range msgs {
-			e, err := newEntry(typeURL, name, msg, old.get(name), bufp)
+			var e *entry
+			var err error
+			if typeURL == resource.EndpointType && shared != nil {
+				e, err = sharedEntry(shared, typeURL, name, msg, old.get(name), bufp)
+			} else {
+				e, err = newEntry(typeURL, name, msg, old.get(name), bufp)
+			}
 			if err != nil {
 				log.Error("xds: dropping resource", "type", typeURL, "name", name, "error", err)
 				continue
@@ -135,6 +149,17 @@ func newEntry(typeURL, name string, msg proto.Message, old *entry, bufp *[]byte)
 		}
 	}
 	return e, nil
+}
+
+// sharedEntry is newEntry through the shared cache: the entry another
+// stream made of the same message, or a new one.
+func sharedEntry(shared *latest.Cache[string, *entry], typeURL, name string, msg proto.Message, old *entry, bufp *[]byte) (*entry, error) {
+	if old != nil && old.msg == msg && msg != nil {
+		return old, nil
+	}
+	return shared.Get(name, func(e *entry) bool { return e.msg == msg }, func() (*entry, error) {
+		return newEntry(typeURL, name, msg, old, bufp)
+	})
 }
 
 // hashVersion is the version of an encoded resource: 64 bits of xxhash,

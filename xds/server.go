@@ -19,12 +19,15 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/trellis-mesh/trellis/internal/latest"
 )
 
-// Config holds every dependency of the ADS server.
-type Config struct {
-	// Source delivers each proxy's resources. Required.
-	Source Source
+// Config holds every dependency of an ADS server whose Source delivers
+// values of U.
+type Config[U any] struct {
+	// Source delivers each proxy's configuration. Required.
+	Source Source[U]
 	// NodeName is this agent's node: the node of a proxy whose Envoy does
 	// not send the node_name metadata. Required.
 	NodeName string
@@ -36,8 +39,8 @@ type Config struct {
 // discoveryv3.AggregatedDiscoveryServiceServer; Register it on the agent's
 // gRPC server (-grpc-port). Call Stop before the gRPC server's GracefulStop:
 // ADS streams never end on their own.
-type Server struct {
-	source   Source
+type Server[U any] struct {
+	source   Source[U]
 	nodeName string
 	log      *slog.Logger
 
@@ -47,16 +50,20 @@ type Server struct {
 	// wg counts stream handlers and their receive and send goroutines.
 	wg sync.WaitGroup
 
+	// endpoints holds the encodings of endpoint sets, shared by streams
+	// (see prepare).
+	endpoints latest.Cache[string, *entry]
+
 	mu      sync.Mutex
 	stopped bool
 	nextID  uint64
 	streams map[uint64]*stream
 }
 
-var _ discoveryv3.AggregatedDiscoveryServiceServer = (*Server)(nil)
+var _ discoveryv3.AggregatedDiscoveryServiceServer = (*Server[Resources])(nil)
 
 // New returns a server ready to Register.
-func New(cfg Config) (*Server, error) {
+func New[U any](cfg Config[U]) (*Server[U], error) {
 	if cfg.Source == nil {
 		return nil, wrapf(ErrInvalidConfig, "Source is required")
 	}
@@ -68,7 +75,7 @@ func New(cfg Config) (*Server, error) {
 		log = slog.New(slog.DiscardHandler)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Server{
+	return &Server[U]{
 		source:   cfg.Source,
 		nodeName: cfg.NodeName,
 		log:      log,
@@ -79,7 +86,7 @@ func New(cfg Config) (*Server, error) {
 }
 
 // Register adds the aggregated discovery service to a gRPC server.
-func (s *Server) Register(r grpc.ServiceRegistrar) {
+func (s *Server[U]) Register(r grpc.ServiceRegistrar) {
 	discoveryv3.RegisterAggregatedDiscoveryServiceServer(r, s)
 }
 
@@ -87,7 +94,7 @@ func (s *Server) Register(r grpc.ServiceRegistrar) {
 // agent once it is back or to another), refuses new ones, and waits until
 // every goroutine of every stream has returned, including the Sources'
 // watches. It is safe to call more than once.
-func (s *Server) Stop() {
+func (s *Server[U]) Stop() {
 	s.mu.Lock()
 	s.stopped = true
 	s.mu.Unlock()
@@ -96,7 +103,7 @@ func (s *Server) Stop() {
 }
 
 // StreamAggregatedResources serves a state-of-the-world ADS stream.
-func (s *Server) StreamAggregatedResources(gs discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
+func (s *Server[U]) StreamAggregatedResources(gs discoveryv3.AggregatedDiscoveryService_StreamAggregatedResourcesServer) error {
 	return s.serve(gs.Context(), ProtocolSotW, func() (request, error) {
 		r, err := gs.Recv()
 		if err != nil {
@@ -109,7 +116,7 @@ func (s *Server) StreamAggregatedResources(gs discoveryv3.AggregatedDiscoverySer
 }
 
 // DeltaAggregatedResources serves a delta (incremental) ADS stream.
-func (s *Server) DeltaAggregatedResources(gs discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
+func (s *Server[U]) DeltaAggregatedResources(gs discoveryv3.AggregatedDiscoveryService_DeltaAggregatedResourcesServer) error {
 	return s.serve(gs.Context(), ProtocolDelta, func() (request, error) {
 		r, err := gs.Recv()
 		if err != nil {
@@ -123,7 +130,7 @@ func (s *Server) DeltaAggregatedResources(gs discoveryv3.AggregatedDiscoveryServ
 
 // Status returns the status of every open stream of a proxy (usually one),
 // ordered by stream ID; empty when none is connected.
-func (s *Server) Status(proxyID string) []StreamStatus {
+func (s *Server[U]) Status(proxyID string) []StreamStatus {
 	s.mu.Lock()
 	streams := make([]*stream, 0, 1)
 	for _, st := range s.streams {
@@ -142,14 +149,14 @@ func (s *Server) Status(proxyID string) []StreamStatus {
 
 // open registers a new stream, unless the server is stopping. The caller
 // must call close.
-func (s *Server) open(protocol string) (*stream, error) {
+func (s *Server[U]) open(protocol string) (*stream, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.stopped {
 		return nil, ErrStopped
 	}
 	s.nextID++
-	st := &stream{id: s.nextID, protocol: protocol, connectedAt: time.Now()}
+	st := &stream{id: s.nextID, protocol: protocol, connectedAt: time.Now(), out: newOutbox()}
 	st.log = s.log.With("stream", st.id, "protocol", protocol)
 	st.sess = newSession(protocol == ProtocolDelta, st.log, time.Now)
 	s.streams[st.id] = st
@@ -158,7 +165,7 @@ func (s *Server) open(protocol string) (*stream, error) {
 }
 
 // close unregisters a stream.
-func (s *Server) close(st *stream) {
+func (s *Server[U]) close(st *stream) {
 	s.mu.Lock()
 	delete(s.streams, st.id)
 	s.mu.Unlock()

@@ -13,12 +13,12 @@ import (
 func TestNewValidatesConfig(t *testing.T) {
 	tests := []struct {
 		name string
-		cfg  Config
+		cfg  Config[Resources]
 		ok   bool
 	}{
-		{"complete", Config{Source: newFakeSource(), NodeName: "n1"}, true},
-		{"no source", Config{NodeName: "n1"}, false},
-		{"no node name", Config{Source: newFakeSource()}, false},
+		{"complete", Config[Resources]{Source: newFakeSource(), NodeName: "n1"}, true},
+		{"no source", Config[Resources]{NodeName: "n1"}, false},
+		{"no node name", Config[Resources]{Source: newFakeSource()}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,11 +126,11 @@ func TestStreamEnds(t *testing.T) {
 	tests := []struct {
 		name     string
 		watchErr error
-		act      func(src *fakeSource, srv *Server)
+		act      func(src *fakeSource, srv *Server[Resources])
 		want     codes.Code
 	}{
-		{"source closes the watch", nil, func(src *fakeSource, _ *Server) { src.CloseAll() }, codes.Unavailable},
-		{"server stops", nil, func(_ *fakeSource, srv *Server) { srv.Stop() }, codes.Unavailable},
+		{"source closes the watch", nil, func(src *fakeSource, _ *Server[Resources]) { src.CloseAll() }, codes.Unavailable},
+		{"server stops", nil, func(_ *fakeSource, srv *Server[Resources]) { srv.Stop() }, codes.Unavailable},
 		{"watch refused with a status", status.Error(codes.PermissionDenied, "ACL not found"), nil, codes.PermissionDenied},
 		{"watch fails", errors.New("boom"), nil, codes.Unavailable},
 	}

@@ -11,6 +11,8 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/trellis-mesh/trellis/internal/latest"
 )
 
 func TestSubscriptionRules(t *testing.T) {
@@ -129,7 +131,7 @@ func TestPlanOrder(t *testing.T) {
 					t.Fatalf("plan before resources: %v", planned(got))
 				}
 			}
-			s.setResources(prepare(tc.res, nil, slog.New(slog.DiscardHandler)))
+			s.setResources(prepare(tc.res, nil, nil, slog.New(slog.DiscardHandler)))
 			for i, want := range tc.want {
 				got := s.plan()
 				if !slices.Equal(planned(got), want) {
@@ -143,8 +145,8 @@ func TestPlanOrder(t *testing.T) {
 
 func TestVersionsFollowContent(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
-	p1 := prepare(set(cluster("a", 0), cluster("b", 0)), nil, log)
-	p2 := prepare(set(cluster("a", 0), cluster("b", 1)), p1, log)
+	p1 := prepare(set(cluster("a", 0), cluster("b", 0)), nil, nil, log)
+	p2 := prepare(set(cluster("a", 0), cluster("b", 1)), p1, nil, log)
 	if p1[cdsURL].get("a").version != p2[cdsURL].get("a").version {
 		t.Error("equal content got different versions")
 	}
@@ -157,7 +159,7 @@ func TestVersionsFollowContent(t *testing.T) {
 	if names := entryNames(p2[cdsURL].sorted); !slices.Equal(names, []string{"a", "b"}) {
 		t.Errorf("sorted entries %v, want [a b]", names)
 	}
-	bad := prepare(Resources{cdsURL: {"x": listener("x", 1), "y": nil}}, nil, log)
+	bad := prepare(Resources{cdsURL: {"x": listener("x", 1), "y": nil}}, nil, nil, log)
 	if len(bad[cdsURL].byName) != 0 || len(bad[cdsURL].sorted) != 0 {
 		t.Errorf("mistyped or nil resources kept: %v", bad[cdsURL].byName)
 	}
@@ -169,9 +171,9 @@ func TestVersionsFollowContent(t *testing.T) {
 func TestUnchangedMapIsSkipped(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	res := set(cluster("a", 0), listener("l", 1))
-	p1 := prepare(res, nil, log)
+	p1 := prepare(res, nil, nil, log)
 	next := Resources{cdsURL: res[cdsURL], ldsURL: maps.Clone(res[ldsURL])}
-	p2 := prepare(next, p1, log)
+	p2 := prepare(next, p1, nil, log)
 	if p2[cdsURL] != p1[cdsURL] {
 		t.Error("the same cluster map was prepared again")
 	}
@@ -189,4 +191,29 @@ func entryNames(es []*entry) []string {
 		out[i] = e.name
 	}
 	return out
+}
+
+// TestSharedEndpointEncodings: streams given the very same endpoint set
+// share one encoding through the server's cache; another message of the
+// same name gets its own, and other types are never shared.
+func TestSharedEndpointEncodings(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	var shared latest.Cache[string, *entry]
+	a, c := cla("a", 1), cluster("c", 0)
+	s1 := prepare(set(a, c), nil, &shared, log)
+	s2 := prepare(set(a, c), nil, &shared, log)
+	if s1[edsURL].get("a") != s2[edsURL].get("a") {
+		t.Error("two streams encoded the same endpoint set twice")
+	}
+	if s1[cdsURL].get("c") == s2[cdsURL].get("c") {
+		t.Error("a cluster entry was shared between streams")
+	}
+	s3 := prepare(set(cla("a", 1)), s2, &shared, log)
+	e2, e3 := s2[edsURL].get("a"), s3[edsURL].get("a")
+	if e3 == e2 || e3.version != e2.version {
+		t.Errorf("another message of equal content: entry reused %v, versions %s and %s", e3 == e2, e2.version, e3.version)
+	}
+	if s4 := prepare(set(cla("a", 2)), s3, &shared, log); s4[edsURL].get("a").version == e3.version {
+		t.Error("different content got the same version")
+	}
 }

@@ -10,7 +10,7 @@ import (
 
 type sotwEnv struct {
 	src *fakeSource
-	srv *Server
+	srv *Server[Resources]
 	c   *sotwClient
 }
 

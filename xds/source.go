@@ -34,20 +34,34 @@ type ProxyRef struct {
 	Token string
 }
 
-// Source gives the server the resources of a proxy as they change. The
-// agent implements it with proxycfg and the generators; tests use a fake.
-type Source interface {
+// Source gives the server a proxy's configuration as it changes, as
+// values of U (the agent's proxycfg snapshots; Resources themselves in
+// tests), and the way to turn them into Resources. Building happens on the
+// stream's own goroutine, so a stream costs the Source no goroutine and a
+// change no hand-off between goroutines.
+type Source[U any] interface {
 	// Watch is called once per ADS stream, as soon as the stream's first
 	// request names the proxy. It must return promptly. The channel delivers
-	// the latest complete Resources set whenever it changes (intermediate sets
-	// may be skipped) and delivers nothing while the proxy is unknown (the
-	// stream stays open and silent). The Source must close the channel once
-	// ctx ends: the stream waits for that before it finishes. Closing it
+	// the latest value whenever it changes (intermediate values may be
+	// skipped) and delivers nothing while the proxy is unknown (the stream
+	// stays open and silent). The Source must close the channel once ctx
+	// ends: the stream waits for that before it finishes. Closing it
 	// earlier ends the stream with codes.Unavailable, so Envoy reconnects.
 	// An error ends the stream; a gRPC status error keeps its code, any other
 	// error becomes codes.Unavailable.
-	Watch(ctx context.Context, proxy ProxyRef) (<-chan Resources, error)
+	Watch(ctx context.Context, proxy ProxyRef) (<-chan U, error)
+	// Builder returns what turns the values of one stream's watch into
+	// complete Resources sets. It is called once per stream, and the
+	// Builder only ever from that stream's goroutine, so it may keep state
+	// between calls (a generator reusing what did not change). A set must
+	// never be modified once returned; returning the very same map for a
+	// type that did not change lets the server skip it. An error is logged
+	// and the stream keeps serving what it has.
+	Builder(proxy ProxyRef) Builder[U]
 }
+
+// Builder turns one value of a proxy's watch into its complete Resources.
+type Builder[U any] func(U) (Resources, error)
 
 // nodeNameKey is the Envoy node metadata key naming the node the proxy is
 // registered on (Consul's name for it).

@@ -13,13 +13,16 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// stream is one open ADS stream. Its loop goroutine (the gRPC handler) owns
-// the session; mu lets Status read it meanwhile.
+// stream is one open ADS stream. Its handler and receiver goroutines share
+// the session under mu, which also lets Status read it.
 type stream struct {
 	id          uint64
 	protocol    string
 	connectedAt time.Time
 	log         *slog.Logger
+
+	// out is written under mu (see outbox).
+	out *outbox
 
 	mu         sync.Mutex
 	identified bool
@@ -50,11 +53,16 @@ func (st *stream) status() (StreamStatus, bool) {
 }
 
 // serve runs one stream until the client goes away, the server stops, or
-// the stream fails. recv and send wrap the protocol's gRPC stream. Sending
-// and receiving each run in a goroutine of their own so the loop never
-// blocks on a slow client: a blocked Send is released when the handler
-// returns, and Stop waits for both goroutines.
-func (s *Server) serve(gctx context.Context, protocol string, recv func() (request, error), send func(proto.Message) error) error {
+// the stream fails. recv and send wrap the protocol's gRPC stream.
+//
+// Three goroutines share the work, so that none blocks the others: the
+// handler (this one) identifies the proxy, follows its watch and builds
+// and plans its resources; a receiver reads requests and handles them
+// (ACKs, subscriptions) itself; a sender writes the planned responses, so
+// a slow client never blocks planning. Both helpers are released when the
+// handler returns (gRPC ends a blocked Recv or Send then), and Stop waits
+// for them.
+func (s *Server[U]) serve(gctx context.Context, protocol string, recv func() (request, error), send func(proto.Message) error) error {
 	st, err := s.open(protocol)
 	if err != nil {
 		return status.Error(codes.Unavailable, err.Error())
@@ -65,38 +73,24 @@ func (s *Server) serve(gctx context.Context, protocol string, recv func() (reque
 	defer cancel()
 	defer context.AfterFunc(s.ctx, cancel)()
 
-	reqs := make(chan request)
-	recvErr := make(chan error, 1)
+	// first carries the first request to the handler, which identifies the
+	// proxy; the receiver handles the next ones once identified is closed.
+	first := make(chan request, 1)
+	identified := make(chan struct{})
+	errc := make(chan error, 2)
 	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
-		for {
-			r, err := recv()
-			if err != nil {
-				recvErr <- err
-				return
-			}
-			select {
-			case reqs <- r:
-			case <-ctx.Done():
-				return
-			}
-		}
+		errc <- s.receive(ctx, st, recv, first, identified)
 	}()
-	outbox := make(chan proto.Message)
-	defer close(outbox)
-	sendErr := make(chan error, 1)
 	go func() {
 		defer s.wg.Done()
-		for m := range outbox {
-			if err := send(m); err != nil {
-				sendErr <- err
-				return
-			}
+		if err := st.out.run(ctx, send); err != nil {
+			errc <- err
 		}
 	}()
 
-	err = s.loop(ctx, st, reqs, recvErr, sendErr, outbox)
+	err = s.loop(ctx, st, first, identified, errc)
 	if s.ctx.Err() != nil {
 		err = status.Error(codes.Unavailable, ErrStopped.Error())
 	}
@@ -109,80 +103,148 @@ func (s *Server) serve(gctx context.Context, protocol string, recv func() (reque
 	return err
 }
 
-// loop is the stream's event loop: requests, resource sets and queued
-// responses, one at a time.
-func (s *Server) loop(ctx context.Context, st *stream, reqs <-chan request, recvErr, sendErr <-chan error, outbox chan<- proto.Message) error {
+// receive reads the stream's requests until it fails: the first goes to
+// the handler, the others are handled here, once the proxy is identified.
+// io.EOF (the client closed its side) is reported as nil.
+func (s *Server[U]) receive(ctx context.Context, st *stream, recv func() (request, error), first chan<- request, identified <-chan struct{}) error {
+	for n := 0; ; n++ {
+		r, err := recv()
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+		if n == 0 {
+			first <- r
+			select {
+			case <-identified:
+			case <-ctx.Done():
+				return nil
+			}
+			continue
+		}
+		st.mu.Lock()
+		st.sess.handle(r)
+		st.out.push(st.sess.plan())
+		st.mu.Unlock()
+	}
+}
+
+// loop is the handler's part: identify the proxy from the first request,
+// start its watch, then build, prepare and plan every value it delivers.
+func (s *Server[U]) loop(ctx context.Context, st *stream, first <-chan request, identified chan<- struct{}, errc <-chan error) error {
 	var (
-		resCh       <-chan Resources
+		values      <-chan U
+		build       Builder[U]
 		watchCancel context.CancelFunc
-		queue       []proto.Message
 	)
 	defer func() {
 		if watchCancel != nil {
 			watchCancel()
 			// Wait for the Source to close the watch: its goroutines are
 			// done once it has.
-			for range resCh {
+			for range values {
 			}
 		}
 	}()
 	for {
-		var out chan<- proto.Message
-		var head proto.Message
-		if len(queue) > 0 {
-			out, head = outbox, queue[0]
-		}
 		select {
 		case <-ctx.Done():
 			return status.FromContextError(ctx.Err()).Err()
-		case err := <-recvErr:
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
+		case err := <-errc:
 			return err
-		case err := <-sendErr:
-			return err
-		case out <- head:
-			queue[0] = nil
-			queue = queue[1:]
-		case r := <-reqs:
-			if resCh == nil {
-				ref, err := proxyRef(ctx, r.node, s.nodeName)
-				if err != nil {
-					return status.Error(codes.InvalidArgument, err.Error())
-				}
-				wctx, wcancel := context.WithCancel(ctx)
-				ch, err := s.source.Watch(wctx, ref)
-				if err != nil {
-					wcancel()
-					if _, ok := status.FromError(err); ok {
-						return err
-					}
-					return status.Error(codes.Unavailable, err.Error())
-				}
-				resCh, watchCancel = ch, wcancel
-				st.log = st.log.With("proxy", ref.ServiceID, "node", ref.Node)
-				st.mu.Lock()
-				st.proxy, st.identified = ref, true
-				st.sess.log = st.log
-				st.mu.Unlock()
-				st.log.Debug("xds: stream identified")
+		case r := <-first:
+			ref, err := proxyRef(ctx, r.node, s.nodeName)
+			if err != nil {
+				return status.Error(codes.InvalidArgument, err.Error())
 			}
+			wctx, wcancel := context.WithCancel(ctx)
+			ch, err := s.source.Watch(wctx, ref)
+			if err != nil {
+				wcancel()
+				if _, ok := status.FromError(err); ok {
+					return err
+				}
+				return status.Error(codes.Unavailable, err.Error())
+			}
+			values, watchCancel, build = ch, wcancel, s.source.Builder(ref)
+			st.log = st.log.With("proxy", ref.ServiceID, "node", ref.Node)
 			st.mu.Lock()
+			st.proxy, st.identified = ref, true
+			st.sess.log = st.log
 			st.sess.handle(r)
-			queue = append(queue, st.sess.plan()...)
+			st.out.push(st.sess.plan())
 			st.mu.Unlock()
-		case res, ok := <-resCh:
+			close(identified)
+			st.log.Debug("xds: stream identified")
+		case v, ok := <-values:
 			if !ok {
 				return status.Error(codes.Unavailable, ErrSourceClosed.Error())
 			}
+			res, err := build(v)
+			if err != nil {
+				// Keep serving what the proxy has; the next value may build
+				// cleanly.
+				st.log.Warn("xds: cannot build resources", "error", err)
+				continue
+			}
 			// Only this goroutine writes sess.res, so reading it unlocked
-			// is safe; encoding happens outside the lock Status takes.
-			p := prepare(res, st.sess.res, st.log)
+			// is safe; encoding happens outside the lock.
+			p := prepare(res, st.sess.res, &s.endpoints, st.log)
 			st.mu.Lock()
 			st.sess.setResources(p)
-			queue = append(queue, st.sess.plan()...)
+			st.out.push(st.sess.plan())
 			st.mu.Unlock()
+		}
+	}
+}
+
+// outbox queues a stream's responses for its sender. Pushing never blocks
+// (responses are bounded by the protocol: one unacknowledged per type), so
+// it may happen under the stream's lock, which keeps responses in the
+// order they were planned.
+type outbox struct {
+	mu sync.Mutex
+	// queue is guarded by mu.
+	queue []proto.Message
+	// ready holds a token while the queue may be non-empty.
+	ready chan struct{}
+}
+
+func newOutbox() *outbox { return &outbox{ready: make(chan struct{}, 1)} }
+
+// push queues responses for the sender.
+func (o *outbox) push(msgs []proto.Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	o.mu.Lock()
+	o.queue = append(o.queue, msgs...)
+	o.mu.Unlock()
+	select {
+	case o.ready <- struct{}{}:
+	default:
+	}
+}
+
+// run sends queued responses, in order, until ctx ends or send fails.
+func (o *outbox) run(ctx context.Context, send func(proto.Message) error) error {
+	var batch []proto.Message
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-o.ready:
+		}
+		o.mu.Lock()
+		batch, o.queue = o.queue, batch[:0]
+		o.mu.Unlock()
+		for i, m := range batch {
+			if err := send(m); err != nil {
+				return err
+			}
+			batch[i] = nil
 		}
 	}
 }

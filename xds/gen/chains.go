@@ -145,9 +145,9 @@ func (b *builder) targetAssignment(name string, u *proxycfg.UpstreamSnapshot, t 
 		if gdc != b.snap.Datacenter {
 			kind = addrWAN
 		}
-		return loadAssignment(name, u.GatewayEndpoints[gdc], false, kind)
+		return b.endpoints.get(name, u.GatewayEndpoints[gdc], false, kind)
 	}
-	return loadAssignment(name, u.Endpoints[t.ID], t.Subset.OnlyPassing, addrService)
+	return b.endpoints.get(name, u.Endpoints[t.ID], t.Subset.OnlyPassing, addrService)
 }
 
 // resolverCluster is the cluster a route or tcp_proxy uses to reach the

@@ -25,17 +25,18 @@ func (b *builder) connectProxy() error {
 	if cp.Leaf == nil {
 		return fmt.Errorf("%w: connect-proxy snapshot without a leaf certificate", ErrInvalidSnapshot)
 	}
-	_, _ = b.reuse("public", b.publicKey(cp), func() (*listenerv3.Filter, error) {
+	_, _ = reuse(b, partID{kind: partPublic}, b.publicKey(cp), func() (*listenerv3.Filter, error) {
 		b.publicListener(cp)
 		return nil, nil
 	})
 
-	var outbound []*outboundChain
+	transparent := cp.Mode == structs.ProxyModeTransparent
+	var outbound []outboundChain // for the transparent listener only
 	for _, u := range sortedUpstreams(cp.Upstreams) {
 		if u.Chain == nil || u.Upstream == nil {
 			continue // not known yet: leave it out until it is
 		}
-		filter, err := b.reuse(upstreamPartID(u.ID), b.upstreamKey(u, cp.Leaf), func() (*listenerv3.Filter, error) {
+		filter, err := reuse(b, partID{kind: partUpstream, upstream: u.ID}, b.upstreamKey(u, cp.Leaf), func() (*listenerv3.Filter, error) {
 			return b.connectUpstream(u, cp.Leaf)
 		})
 		if err != nil {
@@ -44,14 +45,16 @@ func (b *builder) connectProxy() error {
 		// Endpoints are a part of their own: an endpoint change, the most
 		// frequent one, rebuilds them alone, not the upstream's clusters
 		// (with their TLS contexts) and listener.
-		if _, err := b.reuse(endpointsPartID(u.ID), b.endpointsKey(u), func() (*listenerv3.Filter, error) {
+		if _, err := reuse(b, partID{kind: partEndpoints, upstream: u.ID}, b.endpointsKey(u), func() (*listenerv3.Filter, error) {
 			return nil, b.addUpstreamEndpoints(u)
 		}); err != nil {
 			return fmt.Errorf("upstream %q: %w", u.ID, err)
 		}
-		outbound = append(outbound, &outboundChain{u: u, filter: filter})
+		if transparent {
+			outbound = append(outbound, outboundChain{u: u, filter: filter})
+		}
 	}
-	if cp.Mode == structs.ProxyModeTransparent {
+	if transparent {
 		b.transparentListener(cp, outbound)
 	}
 	return nil

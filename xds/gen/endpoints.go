@@ -3,10 +3,12 @@ package gen
 import (
 	"cmp"
 	"slices"
+	"unsafe"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 
+	"github.com/trellis-mesh/trellis/internal/latest"
 	"github.com/trellis-mesh/trellis/structs"
 )
 
@@ -165,4 +167,46 @@ func hasHostname(localities []*endpointv3.LocalityLbEndpoints) bool {
 		}
 	}
 	return false
+}
+
+// EndpointCache lets the Generators of many proxies share endpoint sets.
+// Proxies of one agent that watch the same target get the very same
+// instances from proxycfg (a data source's result is shared, read-only),
+// so they get the very same ClusterLoadAssignment from a shared cache:
+// built once per change instead of once per proxy, and, being the same
+// message, encoded once by the ADS server. The zero value is ready; it is
+// safe for concurrent use.
+type EndpointCache struct {
+	c latest.Cache[assignmentKey, *assignment]
+}
+
+// assignmentKey is what an endpoint set is built from besides the
+// instances.
+type assignmentKey struct {
+	name        string
+	onlyPassing bool
+	kind        addressKind
+}
+
+// assignment is an endpoint set and the instances it was built from
+// (their slice: proxycfg replaces, never modifies, a delivered slice).
+type assignment struct {
+	nodes *structs.CheckServiceNode
+	n     int
+	cla   *endpointv3.ClusterLoadAssignment
+}
+
+// get returns loadAssignment's result, shared with every caller that
+// passes the same instances (the same slice). A nil cache builds it.
+func (c *EndpointCache) get(name string, nodes structs.CheckServiceNodes, onlyPassing bool, kind addressKind) *endpointv3.ClusterLoadAssignment {
+	if c == nil || len(nodes) == 0 {
+		return loadAssignment(name, nodes, onlyPassing, kind)
+	}
+	data := unsafe.SliceData(nodes)
+	a, _ := c.c.Get(assignmentKey{name: name, onlyPassing: onlyPassing, kind: kind},
+		func(a *assignment) bool { return a.nodes == data && a.n == len(nodes) },
+		func() (*assignment, error) {
+			return &assignment{nodes: data, n: len(nodes), cla: loadAssignment(name, nodes, onlyPassing, kind)}, nil
+		})
+	return a.cla
 }

@@ -49,12 +49,12 @@ var (
 // endpoint set. When two parts of the snapshot produce a resource of the
 // same name, the first in a deterministic order (upstreams by ID) wins.
 func Generate(snap *proxycfg.ConfigSnapshot) (Resources, error) {
-	return generate(snap, nil)
+	return generate(snap, nil, nil)
 }
 
 // generate is Generate, reusing parts of a Generator's previous generation
-// when m is set.
-func generate(snap *proxycfg.ConfigSnapshot, m *memo) (Resources, error) {
+// when m is set, and sharing endpoint sets through endpoints when set.
+func generate(snap *proxycfg.ConfigSnapshot, m *memo, endpoints *EndpointCache) (Resources, error) {
 	if snap == nil {
 		return nil, fmt.Errorf("%w: nil snapshot", ErrInvalidSnapshot)
 	}
@@ -65,7 +65,7 @@ func generate(snap *proxycfg.ConfigSnapshot, m *memo) (Resources, error) {
 		return nil, fmt.Errorf("%w: %s has no service", ErrInvalidSnapshot, snap.ProxyID)
 	}
 	b := newBuilder(snap)
-	b.memo = m
+	b.memo, b.endpoints = m, endpoints
 	var prev *memo
 	if m != nil {
 		prev = m.prev
@@ -112,6 +112,8 @@ type builder struct {
 	// memo, when generating for a Generator, holds the previous
 	// generation's reusable parts and collects this one's.
 	memo *memo
+	// endpoints shares endpoint sets between proxies; nil builds them.
+	endpoints *EndpointCache
 	// err is the first failure to pack a typed config (see any).
 	err error
 }
@@ -185,7 +187,22 @@ type contributors [len(resourceTypes)][]*part
 // and sharing it tells the ADS server the type did not change without
 // looking at its resources.
 func (b *builder) assemble(prev *memo) (Resources, contributors) {
+	// One backing array for the four lists: generations are frequent.
+	var lens [len(resourceTypes)]int
+	total := 0
+	for _, p := range b.parts {
+		for t, n := range p.count {
+			if n > 0 {
+				lens[t]++
+				total++
+			}
+		}
+	}
+	backing := make([]*part, 0, total)
 	var by contributors
+	for t := range by {
+		by[t], backing = backing[:0:lens[t]], backing[lens[t]:lens[t]:cap(backing)]
+	}
 	for _, p := range b.parts {
 		for t, n := range p.count {
 			if n > 0 {

@@ -1,7 +1,6 @@
 package gen
 
 import (
-	"fmt"
 	"sync"
 	"unsafe"
 
@@ -32,6 +31,10 @@ import (
 // safe for concurrent use, though a proxy's snapshots usually come one at
 // a time. Gateways are generated without reuse.
 type Generator struct {
+	// Endpoints, when set, shares endpoint sets with the Generators of
+	// other proxies (see EndpointCache). Set it before the first Generate.
+	Endpoints *EndpointCache
+
 	mu   sync.Mutex
 	prev *memo
 }
@@ -42,7 +45,7 @@ func (g *Generator) Generate(snap *proxycfg.ConfigSnapshot) (Resources, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	m := &memo{prev: g.prev}
-	res, err := generate(snap, m)
+	res, err := generate(snap, m, g.Endpoints)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +81,7 @@ type part struct {
 // per type, the parts it was assembled from.
 type memo struct {
 	prev  *memo
-	parts map[string]*part
+	parts map[partID]*part
 	res   Resources
 	by    contributors
 }
@@ -116,16 +119,35 @@ type publicKey struct {
 	defaultAllow bool
 }
 
+// partID names a part within a proxy: its kind and, for an upstream's
+// parts, the upstream.
+type partID struct {
+	kind     partKind
+	upstream proxycfg.UpstreamID
+}
+
+type partKind uint8
+
+const (
+	partPublic partKind = iota
+	partUpstream
+	partEndpoints
+	partOriginalDst
+)
+
 // reuse generates a part, or replays the previous generation's output of
-// it when its key is unchanged. id names the part within the proxy.
-// Without a memo (Generate) every part is generated.
-func (b *builder) reuse(id string, key any, gen func() (*listenerv3.Filter, error)) (*listenerv3.Filter, error) {
+// it when its key is unchanged. Without a memo (Generate) every part is
+// generated. K is a comparable struct of the part's inputs: comparing it
+// unboxed keeps the common case (nothing changed) free of allocations.
+func reuse[K comparable](b *builder, id partID, key K, gen func() (*listenerv3.Filter, error)) (*listenerv3.Filter, error) {
 	if b.memo != nil && b.memo.prev != nil {
-		if p := b.memo.prev.parts[id]; p != nil && p.key == key {
-			b.parts = append(b.parts, p)
-			b.cur = nil
-			b.memo.store(id, p)
-			return p.filter, nil
+		if p := b.memo.prev.parts[id]; p != nil {
+			if k, ok := p.key.(K); ok && k == key {
+				b.parts = append(b.parts, p)
+				b.cur = nil
+				b.memo.store(id, p)
+				return p.filter, nil
+			}
 		}
 	}
 	p := &part{key: key}
@@ -141,9 +163,13 @@ func (b *builder) reuse(id string, key any, gen func() (*listenerv3.Filter, erro
 	return filter, nil
 }
 
-func (m *memo) store(id string, p *part) {
+func (m *memo) store(id partID, p *part) {
 	if m.parts == nil {
-		m.parts = map[string]*part{}
+		size := 8
+		if m.prev != nil {
+			size = len(m.prev.parts)
+		}
+		m.parts = make(map[partID]*part, size)
 	}
 	m.parts[id] = p
 }
@@ -164,9 +190,3 @@ func (b *builder) publicKey(cp *proxycfg.ConnectProxySnapshot) publicKey {
 		defaultAllow: b.snap.IntentionDefaultAllow,
 	}
 }
-
-// upstreamPartID names an upstream's part.
-func upstreamPartID(id proxycfg.UpstreamID) string { return fmt.Sprintf("upstream/%s", id) }
-
-// endpointsPartID names an upstream's endpoints part.
-func endpointsPartID(id proxycfg.UpstreamID) string { return fmt.Sprintf("endpoints/%s", id) }

@@ -4,6 +4,8 @@ import (
 	"reflect"
 	"testing"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/trellis-mesh/trellis/proxycfg"
 	"github.com/trellis-mesh/trellis/structs"
 )
@@ -162,5 +164,62 @@ func TestGeneratorSharesUnchangedTypes(t *testing.T) {
 	}
 	if err := equalResources(want, second); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestGeneratorsShareEndpointSets: two proxies whose snapshots carry the
+// same instances (as proxycfg shares a data source's result) get the
+// very same endpoint set from a shared EndpointCache, equal to what
+// Generate builds; new instances give a new one.
+func TestGeneratorsShareEndpointSets(t *testing.T) {
+	cache := &EndpointCache{}
+	a, b := &Generator{Endpoints: cache}, &Generator{Endpoints: cache}
+	// Two proxies: the same upstreams (and instance slices), another
+	// service each.
+	snapA := benchSnapshot(t)
+	snapB := *snapA
+	svc := *snapA.Service
+	svc.ID = "other-sidecar-proxy"
+	snapB.Service = &svc
+	const db = "db.default.dc1.internal." + testTrustDomain
+	var prevDB proto.Message
+	for _, step := range []struct {
+		name string
+		a, b *proxycfg.ConfigSnapshot
+	}{
+		{"first", snapA, &snapB},
+		{"db changed", withDBEndpoints(snapA), nil},
+	} {
+		ra, err := a.Generate(step.a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := Generate(step.a)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := equalResources(want, ra); err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if step.b == nil {
+			// The other proxy follows with the same instances.
+			bs := *step.a
+			bs.Service = &svc
+			step.b = &bs
+		}
+		rb, err := b.Generate(step.b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ra[EndpointType][db] == nil || ra[EndpointType][db] != rb[EndpointType][db] {
+			t.Errorf("%s: the proxies got different endpoint sets for %s", step.name, db)
+		}
+		if ra[EndpointType][db] == prevDB {
+			t.Errorf("%s: new instances gave the previous endpoint set", step.name)
+		}
+		prevDB = ra[EndpointType][db]
+	}
+	if n := cache.c.Len(); n == 0 {
+		t.Error("nothing cached")
 	}
 }

@@ -44,7 +44,7 @@ type originalDstKey struct{}
 //
 // Filter chain matches must be unique, so a destination claimed by two
 // upstreams goes to the first in ID order.
-func (b *builder) transparentListener(cp *proxycfg.ConnectProxySnapshot, chains []*outboundChain) {
+func (b *builder) transparentListener(cp *proxycfg.ConnectProxySnapshot, chains []outboundChain) {
 	port := b.snap.Service.Proxy.TransparentProxy.OutboundListenerPort
 	if port <= 0 && cp.ServiceConfig != nil {
 		port = cp.ServiceConfig.TransparentProxy.OutboundListenerPort
@@ -98,7 +98,7 @@ func (b *builder) transparentListener(cp *proxycfg.ConnectProxySnapshot, chains 
 		// A part of its own: the cluster never changes, and keeping it out
 		// of the listener's (rebuilt with every endpoint change) lets the
 		// cluster type stay the previous generation's.
-		_, _ = b.reuse("original-destination", originalDstKey{}, func() (*listenerv3.Filter, error) {
+		_, _ = reuse(b, partID{kind: partOriginalDst}, originalDstKey{}, func() (*listenerv3.Filter, error) {
 			b.add(ClusterType, originalDstCluster, b.originalDestinationCluster())
 			return nil, nil
 		})
