@@ -249,12 +249,12 @@ func (s *session) plan() []proto.Message {
 		return nil
 	}
 	var out []proto.Message
-	blockLater := s.endpointsPending()
-	deferred := false // an upsert had to wait
+	earlierInFlight := false // a type ranked before listeners is in flight
+	deferred := false        // an upsert had to wait
 	for _, ts := range s.ordered(typeRank, &s.byRank) {
 		if ts.inflight != nil {
 			if ts.rank < rankListener {
-				blockLater = true
+				earlierInFlight = true
 			}
 			continue
 		}
@@ -268,36 +268,44 @@ func (s *session) plan() []proto.Message {
 			}
 			ts.suppressed = false
 		}
-		view := ts.view(set)
-		ups := ts.upserts(view)
+		ups := ts.upserts(ts.view(set))
 		if len(ups) == 0 && ts.answered {
 			continue
 		}
-		if (ts.rank == rankListener || ts.rank == rankRoute) && blockLater {
+		// endpointsPending is asked last: it walks the client's clusters.
+		if (ts.rank == rankListener || ts.rank == rankRoute) && (earlierInFlight || s.endpointsPending()) {
 			deferred = true
 			continue
 		}
 		out = append(out, s.respond(ts, set, ups, nil))
 		if ts.rank < rankListener {
-			blockLater = true
+			earlierInFlight = true
 		}
 		if ts.typeURL == resource.ClusterType {
 			s.refreshEndpoints(ups)
 		}
 	}
-	if deferred || s.endpointsPending() {
-		return out
+	return append(out, s.planRemovals(deferred)...)
+}
+
+// planRemovals is plan's last step: it settles the types that owe the
+// client nothing and, once nothing is in flight or waiting, sends the
+// removals the others owe, referrers first.
+func (s *session) planRemovals(deferred bool) []proto.Message {
+	type owed struct {
+		ts   *typeState
+		set  *typeSet
+		rems []string
 	}
-	for _, ts := range s.types {
-		if ts.inflight != nil {
-			return out
-		}
-	}
-	// Nothing is in flight or waiting, so every type not suppressed holds
-	// its whole view: only removals can be owed.
+	var todo []owed
+	inflight := false
 	for _, ts := range s.ordered(removalRank, &s.byRemoval) {
+		if ts.inflight != nil {
+			inflight = true
+			continue
+		}
 		set := s.res[ts.typeURL]
-		if ts.suppressed || ts.isSettled(set) {
+		if ts.suppressed || ts.isSettled(set) || len(ts.upserts(ts.view(set))) > 0 {
 			continue
 		}
 		rems := ts.removals(set, s.delta)
@@ -305,7 +313,14 @@ func (s *session) plan() []proto.Message {
 			ts.settled = ts.key(set)
 			continue
 		}
-		out = append(out, s.respond(ts, set, nil, rems))
+		todo = append(todo, owed{ts, set, rems})
+	}
+	if len(todo) == 0 || inflight || deferred || s.endpointsPending() {
+		return nil
+	}
+	out := make([]proto.Message, 0, len(todo))
+	for _, o := range todo {
+		out = append(out, s.respond(o.ts, o.set, nil, o.rems))
 	}
 	return out
 }
