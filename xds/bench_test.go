@@ -17,6 +17,7 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -194,11 +195,15 @@ func cpuTime() time.Duration {
 // message pointers of unchanged clusters and listeners (a caching
 // generator). "inmem" drives the handlers through in-memory streams, so the
 // memory figures are the server's plus one small simulated-Envoy goroutine
-// per stream; "grpc" goes through real gRPC on 127.0.0.1 and its memory
-// figures include both gRPC ends.
+// per stream; "grpc" goes through real gRPC on 127.0.0.1, all streams on
+// one connection, and its memory figures include both gRPC ends; "conns"
+// gives every stream a connection of its own, as every Envoy has: the
+// cost of the ADS server and gRPC per proxy, with no proxycfg, generation
+// or coalescing in front (grpc-go clients in this process, so CPU is both
+// ends').
 func BenchmarkDeltaStreams(b *testing.B) {
 	for _, tc := range []struct{ transport, sets string }{
-		{"inmem", "fresh"}, {"inmem", "reused"}, {"grpc", "fresh"},
+		{"inmem", "fresh"}, {"inmem", "reused"}, {"grpc", "fresh"}, {"conns", "reused"},
 	} {
 		b.Run(tc.transport+"/"+tc.sets, func(b *testing.B) { benchDeltaStreams(b, tc.transport, tc.sets == "fresh") })
 	}
@@ -257,6 +262,26 @@ func benchDeltaStreams(b *testing.B, transport string, fresh bool) {
 							return nil, ctx.Err()
 						}
 					}, ready, edsCh[i])
+			}()
+		}
+	case "conns":
+		var conn *grpc.ClientConn
+		srv, conn = startServer(b, src, slog.New(slog.DiscardHandler))
+		open = func(i int) {
+			c, err := grpc.NewClient(conn.Target(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithInitialWindowSize(1<<20), grpc.WithInitialConnWindowSize(1<<20))
+			if err != nil {
+				b.Fatal(err)
+			}
+			s, err := discoveryv3.NewAggregatedDiscoveryServiceClient(c).DeltaAggregatedResources(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				simEnvoy(ctx, fmt.Sprintf("proxy-%d", i), s.Send, s.Recv, ready, edsCh[i])
 			}()
 		}
 	case "grpc":

@@ -159,7 +159,8 @@ func startServer(t testing.TB, src Source[Resources], logger *slog.Logger) (*Ser
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := grpc.NewServer()
+	// Fixed windows, as the agent's xDS server has (no BDP pings).
+	g := grpc.NewServer(grpc.InitialWindowSize(1<<20), grpc.InitialConnWindowSize(1<<20))
 	srv.Register(g)
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(lis) }()
