@@ -78,7 +78,9 @@ const (
 // upstreams (local_bind_port 9000+k). The sidecars get one passing TTL
 // check instead of Consul's default TCP and alias checks, so that N check
 // runners add no background CPU to the figures. Then N simulated Envoys
-// open one delta ADS stream each, on a gRPC connection each, to the
+// open one delta ADS stream each, on a TCP connection each (HTTP/2 gRPC
+// spoken by a one-goroutine client per connection, xds_bench_h2_test.go,
+// lean as Envoy's event loop is), to the
 // agent's gRPC port: they subscribe to clusters and listeners, to the
 // endpoints of every EDS cluster they get, ACK every response, and the
 // benchmark waits until every stream holds its full configuration (6

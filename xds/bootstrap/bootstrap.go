@@ -131,6 +131,17 @@ type Config struct {
 	// envoy_ready_listener), so that a gateway's health check passes before
 	// it has any listener of its own on that address.
 	ReadyBindAddr string
+	// PrometheusBindAddr (the envoy_prometheus_bind_addr proxy config key),
+	// when set, adds a static listener on that ip:port that serves GET
+	// /metrics from the admin server's /stats/prometheus and 404s anything
+	// else, so that Prometheus can scrape Envoy without the admin API, which
+	// controls the proxy, being reachable.
+	PrometheusBindAddr string
+	// StatsBindAddr (the envoy_stats_bind_addr proxy config key), when set,
+	// adds a static listener on that ip:port that serves the admin server's
+	// /stats paths (/stats, /stats/prometheus, ...) and 404s anything else,
+	// for agents such as Datadog's that poll /stats.
+	StatsBindAddr string
 
 	// OmitDeprecatedTags leaves out the pre-1.9 consul.<tag> stats tags
 	// that Consul still emits next to the consul.destination.<tag> ones.
@@ -190,13 +201,13 @@ func Build(cfg Config) (*bootstrapv3.Bootstrap, error) {
 		DynamicResources: buildDynamicResources(cfg),
 		StatsConfig:      buildStatsConfig(cfg),
 	}
-	if cfg.ReadyBindAddr != "" {
-		l, c, err := buildReadyListener(cfg)
-		if err != nil {
-			return nil, err
-		}
-		b.StaticResources.Listeners = append(b.StaticResources.Listeners, l)
-		b.StaticResources.Clusters = append(b.StaticResources.Clusters, c)
+	listeners, selfAdmin, err := buildAdminListeners(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if selfAdmin != nil {
+		b.StaticResources.Listeners = listeners
+		b.StaticResources.Clusters = append(b.StaticResources.Clusters, selfAdmin)
 	}
 	if err := Validate(b); err != nil {
 		return nil, err
@@ -318,20 +329,8 @@ func buildAgentCluster(cfg Config) (*clusterv3.Cluster, error) {
 	if err != nil {
 		return nil, fmt.Errorf("packing HTTP/2 options: %w", err)
 	}
-	c := &clusterv3.Cluster{
-		Name:                 LocalAgentClusterName,
-		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
-		ConnectTimeout:       durationpb.New(agentConnectTimeout),
-		LoadAssignment: &endpointv3.ClusterLoadAssignment{
-			ClusterName: LocalAgentClusterName,
-			Endpoints: []*endpointv3.LocalityLbEndpoints{{
-				LbEndpoints: []*endpointv3.LbEndpoint{{
-					HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: addr}},
-				}},
-			}},
-		},
-		TypedExtensionProtocolOptions: map[string]*anypb.Any{http2OptionsKey: h2},
-	}
+	c := staticCluster(LocalAgentClusterName, agentConnectTimeout, addr)
+	c.TypedExtensionProtocolOptions = map[string]*anypb.Any{http2OptionsKey: h2}
 	if cfg.AgentTLS {
 		ts, err := agentTransportSocket(cfg.AgentCAPEM)
 		if err != nil {
@@ -383,6 +382,24 @@ func buildDynamicResources(cfg Config) *bootstrapv3.Bootstrap_DynamicResources {
 			ApiType:             corev3.ApiConfigSource_DELTA_GRPC,
 			TransportApiVersion: corev3.ApiVersion_V3,
 			GrpcServices:        []*corev3.GrpcService{grpc},
+		},
+	}
+}
+
+// staticCluster is a cluster of one fixed address (Envoy resolves no
+// names for STATIC clusters).
+func staticCluster(name string, connectTimeout time.Duration, addr *corev3.Address) *clusterv3.Cluster {
+	return &clusterv3.Cluster{
+		Name:                 name,
+		ClusterDiscoveryType: &clusterv3.Cluster_Type{Type: clusterv3.Cluster_STATIC},
+		ConnectTimeout:       durationpb.New(connectTimeout),
+		LoadAssignment: &endpointv3.ClusterLoadAssignment{
+			ClusterName: name,
+			Endpoints: []*endpointv3.LocalityLbEndpoints{{
+				LbEndpoints: []*endpointv3.LbEndpoint{{
+					HostIdentifier: &endpointv3.LbEndpoint_Endpoint{Endpoint: &endpointv3.Endpoint{Address: addr}},
+				}},
+			}},
 		},
 	}
 }

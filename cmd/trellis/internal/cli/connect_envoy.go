@@ -199,6 +199,9 @@ type agentServiceInfo struct {
 	Proxy      *struct {
 		DestinationServiceName string
 		DestinationServiceID   string
+		// Config is the proxy's opaque config, where the bootstrap keys
+		// (envoy_prometheus_bind_addr, ...) live.
+		Config map[string]any
 	}
 }
 
@@ -316,6 +319,10 @@ func (c *connectEnvoyCmd) bootstrapConfig(ctx context.Context, client *apiClient
 	if svc.Kind == "" {
 		return bootstrap.Config{}, errors.New("service is not a Connect proxy or gateway")
 	}
+	opaque, err := c.opaqueProxyConfig(ctx, client, svc)
+	if err != nil {
+		return bootstrap.Config{}, err
+	}
 	cfg := bootstrap.Config{
 		ProxyID:            c.proxyID,
 		ProxyCluster:       svc.Service,
@@ -333,6 +340,9 @@ func (c *connectEnvoyCmd) bootstrapConfig(ctx context.Context, client *apiClient
 		return cfg, err
 	}
 	if err := c.agentAddress(ctx, env, &cfg); err != nil {
+		return cfg, err
+	}
+	if err := metricsBindAddrs(ctx, opaque, &cfg); err != nil {
 		return cfg, err
 	}
 	if svc.Kind == "ingress-gateway" {

@@ -36,6 +36,12 @@ const (
 		"mesh-b": {"Kind": "mesh-gateway", "ID": "mesh-b", "Service": "mesh-gateway", "Port": 8444, "Proxy": {}}}`
 )
 
+// proxyDefaultsRequest is the read of the global proxy-defaults entry
+// that every bootstrap of a proxy or gateway makes.
+func proxyDefaultsRequest(token string) sentRequest {
+	return sentRequest{Method: "GET", Path: "/v1/config/proxy-defaults/global", Token: token}
+}
+
 // envoyCase runs `connect envoy` against the fake agent.
 type envoyCase struct {
 	name   string
@@ -152,7 +158,7 @@ func TestConnectEnvoySidecar(t *testing.T) {
 	}
 	runEnvoyCases(t, []envoyCase{
 		{name: "sidecar-for finds the proxy", args: []string{"-sidecar-for", "web", "-bootstrap"}, routes: routes,
-			want: []sentRequest{getServices, getWeb},
+			want: []sentRequest{getServices, getWeb, proxyDefaultsRequest("")},
 			check: all(node("web-sidecar-proxy", "web", map[string]string{"namespace": "default", "partition": "default"}),
 				func(t *testing.T, b *bootstrapv3.Bootstrap) {
 					if got := agentAddr(b); got != "127.0.0.1:8502" {
@@ -172,7 +178,7 @@ func TestConnectEnvoySidecar(t *testing.T) {
 			args: []string{"-sidecar-for", "web", "-bootstrap", "-admin-bind", "127.0.0.1:19005"},
 			vars: map[string]string{"CONSUL_HTTP_TOKEN": "tok-1", "CONSUL_GRPC_ADDR": "http://10.1.1.1:9502", "CONNECT_SIDECAR_FOR": "api"},
 			want: []sentRequest{{Method: "GET", Path: "/v1/agent/services", Token: "tok-1"},
-				{Method: "GET", Path: "/v1/agent/service/web-sidecar-proxy", Token: "tok-1"}},
+				{Method: "GET", Path: "/v1/agent/service/web-sidecar-proxy", Token: "tok-1"}, proxyDefaultsRequest("tok-1")},
 			check: all(node("web-sidecar-proxy", "web", nil), func(t *testing.T, b *bootstrapv3.Bootstrap) {
 				if tok := adsToken(b); tok != "tok-1" {
 					t.Errorf("x-consul-token %q, want tok-1", tok)
@@ -187,7 +193,7 @@ func TestConnectEnvoySidecar(t *testing.T) {
 		{name: "sidecar-for from the environment", routes: routes, args: []string{"-bootstrap", "-token", "flag-tok"},
 			vars: map[string]string{"CONNECT_SIDECAR_FOR": "web", "CONSUL_HTTP_TOKEN": "env-tok"},
 			want: []sentRequest{{Method: "GET", Path: "/v1/agent/services", Token: "flag-tok"},
-				{Method: "GET", Path: "/v1/agent/service/web-sidecar-proxy", Token: "flag-tok"}},
+				{Method: "GET", Path: "/v1/agent/service/web-sidecar-proxy", Token: "flag-tok"}, proxyDefaultsRequest("flag-tok")},
 			check: func(t *testing.T, b *bootstrapv3.Bootstrap) {
 				if tok := adsToken(b); tok != "flag-tok" {
 					t.Errorf("x-consul-token %q, want the -token flag's", tok)
@@ -205,7 +211,7 @@ func TestConnectEnvoySidecar(t *testing.T) {
 			want:   []sentRequest{getServices}, code: 1,
 			stderrHas: []string{"Failed looking up sidecar proxy info for web: Unexpected response code: 403 (Permission denied)"}},
 		{name: "proxy-id skips the lookup", args: []string{"-proxy-id", "web-sidecar-proxy", "-bootstrap"}, routes: routes,
-			want: []sentRequest{getWeb}, check: node("web-sidecar-proxy", "web", nil)},
+			want: []sentRequest{getWeb, proxyDefaultsRequest("")}, check: node("web-sidecar-proxy", "web", nil)},
 		{name: "unknown proxy-id", args: []string{"-proxy-id", "nope", "-bootstrap"}, routes: routes,
 			want: []sentRequest{{Method: "GET", Path: "/v1/agent/service/nope"}}, code: 1,
 			stderrHas: []string{"failed fetch proxy config from local agent: Unexpected response code: 404"}},
@@ -218,7 +224,7 @@ func TestConnectEnvoySidecar(t *testing.T) {
 		{name: "node name", args: []string{"-proxy-id", "web-sidecar-proxy", "-node-name", "client-2", "-bootstrap"},
 			routes: map[string]reply{"GET /v1/catalog/node/client-2": {body: `{"Node":{"Node":"client-2","Datacenter":"dc3"},
 				"Services":{"web-sidecar-proxy":` + webSidecar + `}}`}},
-			want:  []sentRequest{{Method: "GET", Path: "/v1/catalog/node/client-2"}},
+			want:  []sentRequest{{Method: "GET", Path: "/v1/catalog/node/client-2"}, proxyDefaultsRequest("")},
 			check: node("web-sidecar-proxy", "web", map[string]string{"node_name": "client-2"})},
 		{name: "node name, proxy missing", args: []string{"-proxy-id", "x", "-node-name", "client-2", "-bootstrap"},
 			routes: map[string]reply{"GET /v1/catalog/node/client-2": {body: `{"Node":{"Node":"client-2"},"Services":{}}`}},
@@ -237,7 +243,7 @@ func TestConnectEnvoyGRPCAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	routes := map[string]reply{"GET /v1/agent/service/web-sidecar-proxy": {body: webSidecar}}
-	getWeb := []sentRequest{{Method: "GET", Path: "/v1/agent/service/web-sidecar-proxy"}}
+	getWeb := []sentRequest{{Method: "GET", Path: "/v1/agent/service/web-sidecar-proxy"}, proxyDefaultsRequest("")}
 	tlsCA := func(want string) func(*testing.T, *bootstrapv3.Bootstrap) {
 		return func(t *testing.T, b *bootstrapv3.Bootstrap) {
 			t.Helper()
@@ -307,7 +313,7 @@ func TestConnectEnvoyGateway(t *testing.T) {
 			want: []sentRequest{register(`{"Kind":"mesh-gateway","ID":"my-mesh","Name":"my-mesh","Port":8443,"Address":"10.0.0.5",
 				"TaggedAddresses":{"lan":{"Address":"10.0.0.5","Port":8443},"wan":{"Address":"198.51.100.1","Port":443}},
 				"Check":{"Name":"mesh-gateway listening","TCP":"10.0.0.5:8443","Interval":"10s","DeregisterCriticalServiceAfter":"6h"}}`),
-				{Method: "GET", Path: "/v1/agent/service/my-mesh"}},
+				{Method: "GET", Path: "/v1/agent/service/my-mesh"}, proxyDefaultsRequest("")},
 			check: node("my-mesh", "my-mesh", nil)},
 		{name: "register with defaults, then no envoy", args: []string{"-gateway", "terminating", "-register", "-deregister-after-critical", "1m"},
 			vars: map[string]string{"PATH": t.TempDir()},
@@ -315,7 +321,7 @@ func TestConnectEnvoyGateway(t *testing.T) {
 				"GET /v1/agent/service/terminating-gateway": {body: `{"Kind":"terminating-gateway","ID":"terminating-gateway","Service":"terminating-gateway","Proxy":{}}`}},
 			want: []sentRequest{register(`{"Kind":"terminating-gateway","ID":"terminating-gateway","Name":"terminating-gateway","Port":443,
 				"Check":{"Name":"terminating-gateway listening","TCP":"127.0.0.1:443","Interval":"10s","DeregisterCriticalServiceAfter":"1m"}}`),
-				{Method: "GET", Path: "/v1/agent/service/terminating-gateway"}},
+				{Method: "GET", Path: "/v1/agent/service/terminating-gateway"}, proxyDefaultsRequest("")},
 			code: 1, stdout: "Registered service: terminating-gateway\n",
 			stderrHas: []string{`Couldn't find envoy binary: exec: "envoy": executable file not found in $PATH`}},
 		{name: "registration refused", args: []string{"-gateway=mesh", "-register", "-bootstrap"},
@@ -325,7 +331,8 @@ func TestConnectEnvoyGateway(t *testing.T) {
 		{name: "ingress gets a ready listener", args: []string{"-gateway=ingress", "-register", "-address", "127.0.0.1:8080", "-bootstrap"},
 			routes: map[string]reply{"PUT /v1/agent/service/register": {},
 				"GET /v1/agent/service/ingress-gateway": {body: `{"Kind":"ingress-gateway","ID":"ingress-gateway","Service":"ingress-gateway","Address":"127.0.0.1","Port":8080,"Proxy":{}}`}},
-			want: []sentRequest{{Method: "PUT", Path: "/v1/agent/service/register"}, {Method: "GET", Path: "/v1/agent/service/ingress-gateway"}},
+			want: []sentRequest{{Method: "PUT", Path: "/v1/agent/service/register"}, {Method: "GET", Path: "/v1/agent/service/ingress-gateway"},
+				proxyDefaultsRequest("")},
 			check: all(node("ingress-gateway", "ingress-gateway", nil), func(t *testing.T, b *bootstrapv3.Bootstrap) {
 				ls := b.GetStaticResources().GetListeners()
 				if len(ls) != 1 || ls[0].GetName() != "envoy_ready_listener" ||
@@ -336,7 +343,8 @@ func TestConnectEnvoyGateway(t *testing.T) {
 		{name: "find the one gateway of a kind", args: []string{"-gateway=terminating", "-bootstrap"},
 			routes: map[string]reply{"GET /v1/agent/services": {body: servicesGateways},
 				"GET /v1/agent/service/term-1": {body: `{"Kind":"terminating-gateway","ID":"term-1","Service":"legacy-gw","Proxy":{}}`}},
-			want:  []sentRequest{{Method: "GET", Path: "/v1/agent/services"}, {Method: "GET", Path: "/v1/agent/service/term-1"}},
+			want: []sentRequest{{Method: "GET", Path: "/v1/agent/services"}, {Method: "GET", Path: "/v1/agent/service/term-1"},
+				proxyDefaultsRequest("")},
 			check: node("term-1", "legacy-gw", nil)},
 		{name: "several gateways of a kind", args: []string{"-gateway=mesh", "-bootstrap"},
 			routes: map[string]reply{"GET /v1/agent/services": {body: servicesGateways}},
@@ -362,7 +370,7 @@ func TestConnectEnvoyFindBinary(t *testing.T) {
 		t.Fatal(err)
 	}
 	routes := map[string]reply{"GET /v1/agent/service/web-sidecar-proxy": {body: webSidecar}}
-	getWeb := []sentRequest{{Method: "GET", Path: "/v1/agent/service/web-sidecar-proxy"}}
+	getWeb := []sentRequest{{Method: "GET", Path: "/v1/agent/service/web-sidecar-proxy"}, proxyDefaultsRequest("")}
 	runEnvoyCases(t, []envoyCase{
 		{name: "no PATH", args: []string{"-proxy-id", "web-sidecar-proxy"}, routes: routes, want: getWeb, code: 1,
 			stderrHas: []string{`executable file not found in $PATH`}},
