@@ -30,16 +30,11 @@ func (b *builder) meshGateway() error {
 	var chains []*listenerv3.FilterChain
 	for _, svc := range sortedKeys(mg.Services) {
 		resolver := mg.Resolvers[svc]
-		subsets := []subsetNodes{{nodes: mg.Services[svc]}}
 		o := clusterOpts{}
 		if resolver != nil {
 			o.connectTimeout, o.lb = resolver.ConnectTimeout.Duration(), resolver.LoadBalancer
-			for _, name := range sortedKeys(resolver.Subsets) {
-				sub := resolver.Subsets[name]
-				subsets = append(subsets, subsetNodes{name: name, nodes: filterNodes(mg.Services[svc], sub.Filter), onlyPassing: sub.OnlyPassing})
-			}
 		}
-		for _, sub := range subsets {
+		for _, sub := range serviceSubsets(mg.Services[svc], resolver) {
 			sni := serviceSNI(svc, sub.name, dc, b.td)
 			o.name = sni
 			b.add(ClusterType, sni, b.edsCluster(o))
@@ -65,16 +60,22 @@ func (b *builder) meshGateway() error {
 			Filters:          []*listenerv3.Filter{b.tcpProxy("mesh_gateway_remote."+defaultNamespace+"."+remote, name)},
 		})
 	}
+	return b.sniGatewayListener("mesh", chains)
+}
+
+// sniGatewayListener adds a gateway's one listener "default:<addr>:<port>",
+// which picks a filter chain by SNI (tls_inspector). kind names the
+// gateway in errors.
+func (b *builder) sniGatewayListener(kind string, chains []*listenerv3.FilterChain) error {
 	if len(chains) == 0 {
 		return nil // Envoy refuses a listener without filter chains
 	}
 	addr, port := gatewayAddress(b.snap.Service), b.snap.Service.Port
 	if port <= 0 || port > 65535 {
-		return fmt.Errorf("%w: mesh gateway without a port", ErrInvalidSnapshot)
+		return fmt.Errorf("%w: %s gateway without a port", ErrInvalidSnapshot, kind)
 	}
-	name := listenerName(gatewayListenerPrefix, addr, port)
 	b.addListener(&listenerv3.Listener{
-		Name:            name,
+		Name:            listenerName(gatewayListenerPrefix, addr, port),
 		Address:         socketAddress(addr, port),
 		ListenerFilters: []*listenerv3.ListenerFilter{b.tlsInspector()},
 		FilterChains:    chains,

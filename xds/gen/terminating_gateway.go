@@ -38,27 +38,13 @@ func (b *builder) terminatingGateway() error {
 		if ts.Config.Protocol != "" {
 			protocol = ts.Config.Protocol
 		}
-		for _, sub := range terminatingSubsets(ts) {
+		for _, sub := range serviceSubsets(ts.Endpoints, ts.Resolver) {
 			sni := serviceSNI(name, sub.name, dc, b.td)
 			b.terminatingCluster(ts, sni, sub.nodes, sub.onlyPassing, protocol)
 			chains = append(chains, b.terminatingChain(ts, name, sni, protocol))
 		}
 	}
-	if len(chains) == 0 {
-		return nil // Envoy refuses a listener without filter chains
-	}
-	addr, port := gatewayAddress(b.snap.Service), b.snap.Service.Port
-	if port <= 0 || port > 65535 {
-		return fmt.Errorf("%w: terminating gateway without a port", ErrInvalidSnapshot)
-	}
-	name := listenerName(gatewayListenerPrefix, addr, port)
-	b.addListener(&listenerv3.Listener{
-		Name:            name,
-		Address:         socketAddress(addr, port),
-		ListenerFilters: []*listenerv3.ListenerFilter{b.tlsInspector()},
-		FilterChains:    chains,
-	})
-	return nil
+	return b.sniGatewayListener("terminating", chains)
 }
 
 // subsetNodes is a service's instances, or those of one subset.
@@ -68,16 +54,16 @@ type subsetNodes struct {
 	onlyPassing bool
 }
 
-// terminatingSubsets is the service itself followed by its resolver's
-// subsets, in name order.
-func terminatingSubsets(ts *proxycfg.TerminatingService) []subsetNodes {
-	out := []subsetNodes{{nodes: ts.Endpoints}}
-	if ts.Resolver == nil {
+// serviceSubsets is a gateway's view of one service: all its instances,
+// then those of each subset of its resolver (if any), in name order.
+func serviceSubsets(nodes structs.CheckServiceNodes, resolver *structs.ServiceResolverConfigEntry) []subsetNodes {
+	out := []subsetNodes{{nodes: nodes}}
+	if resolver == nil {
 		return out
 	}
-	for _, name := range sortedKeys(ts.Resolver.Subsets) {
-		sub := ts.Resolver.Subsets[name]
-		out = append(out, subsetNodes{name: name, nodes: filterNodes(ts.Endpoints, sub.Filter), onlyPassing: sub.OnlyPassing})
+	for _, name := range sortedKeys(resolver.Subsets) {
+		sub := resolver.Subsets[name]
+		out = append(out, subsetNodes{name: name, nodes: filterNodes(nodes, sub.Filter), onlyPassing: sub.OnlyPassing})
 	}
 	return out
 }
