@@ -32,6 +32,9 @@ type endpoint struct {
 	newArgs  func() any
 	newReply func() any
 	fn       func(ctx context.Context, args, reply any) error
+	// unfiltered returns a shallow copy of args without the ?filter=
+	// expression, which the server applies itself (see serve).
+	unfiltered func(args any) any
 }
 
 // handle registers a typed handler under name.
@@ -42,6 +45,13 @@ func handle[A, R any](table map[string]endpoint, name string, write bool, fn fun
 		newReply: func() any { return new(R) },
 		fn: func(ctx context.Context, a, r any) error {
 			return fn(ctx, a.(*A), r.(*R))
+		},
+		unfiltered: func(a any) any {
+			c := *a.(*A)
+			if q, ok := any(&c).(queryOpts); ok {
+				q.QueryOpts().Filter = ""
+			}
+			return &c
 		},
 	}
 }
@@ -58,15 +68,22 @@ func (s *Server) RPC(ctx context.Context, method string, args, reply any) (err e
 	if !ok {
 		return fmt.Errorf("%w: %s", structs.ErrUnknownMethod, method)
 	}
-	var dc string
-	local := false
+	var (
+		dc     string
+		local  bool
+		filter *structs.Filter
+	)
 	switch a := args.(type) {
 	case queryOpts:
 		q := a.QueryOpts()
 		dc = q.Datacenter
 		local = q.AllowStale
 		if q.Filter != "" {
-			return structs.ErrFilterNotSupported
+			// Parsed before anything runs, so that a malformed
+			// expression fails at once (and never blocks).
+			if filter, err = compileFilter(method, q.Filter, reply); err != nil {
+				return err
+			}
 		}
 	case writeOpts:
 		dc = a.WriteOpts().Datacenter
@@ -75,14 +92,43 @@ func (s *Server) RPC(ctx context.Context, method string, args, reply any) (err e
 		return structs.ErrNoDCPath
 	}
 	if local || method == structs.MethodStatusLeader || method == structs.MethodStatusPeers || method == structs.MethodOperatorRaftConfig {
-		return ep.fn(ctx, args, reply)
+		return serve(ctx, ep, args, reply, filter)
 	}
-	return s.onLeader(ctx, method, args, reply, ep)
+	return s.onLeader(ctx, method, args, reply, ep, filter)
 }
 
-// onLeader runs the call here if this server leads, otherwise forwards it,
-// waiting up to rpcHoldTimeout for a leader to exist.
-func (s *Server) onLeader(ctx context.Context, method string, args, reply any, ep endpoint) error {
+// compileFilter parses a read's ?filter= expression for a reply that can
+// be filtered. Other replies refuse any expression: Catalog.ListServices,
+// for one, answers service names and tags, while Consul filters the
+// service instances they are built from.
+func compileFilter(method, expr string, reply any) (*structs.Filter, error) {
+	if _, ok := reply.(structs.Filterable); !ok {
+		return nil, fmt.Errorf("%w: %s has no filterable result", structs.ErrFilterNotSupported, method)
+	}
+	return structs.CompileFilter(expr)
+}
+
+// serve runs the endpoint here. With a filter, the endpoint gets a copy of
+// args without the expression (Health.ServiceNodes' query would apply it
+// too) and the filter applies once, to the reply it produced: after a
+// blocking query returned (it wakes when the unfiltered result's index
+// moves, as Consul's does) and on whichever server answered, so that
+// leader, stale and forwarded reads filter alike.
+func serve(ctx context.Context, ep endpoint, args, reply any, filter *structs.Filter) error {
+	if filter == nil {
+		return ep.fn(ctx, args, reply)
+	}
+	if err := ep.fn(ctx, ep.unfiltered(args), reply); err != nil {
+		return err
+	}
+	reply.(structs.Filterable).FilterResult(filter.Evaluate)
+	return nil
+}
+
+// onLeader runs the call here if this server leads, otherwise forwards it
+// (with its filter expression, which the leader applies), waiting up to
+// rpcHoldTimeout for a leader to exist.
+func (s *Server) onLeader(ctx context.Context, method string, args, reply any, ep endpoint, filter *structs.Filter) error {
 	hold := time.NewTimer(rpcHoldTimeout)
 	defer hold.Stop()
 	backoff := 25 * time.Millisecond
@@ -93,7 +139,7 @@ func (s *Server) onLeader(ctx context.Context, method string, args, reply any, e
 					return fmt.Errorf("%w: %v", structs.ErrNoLeader, err)
 				}
 			}
-			return ep.fn(ctx, args, reply)
+			return serve(ctx, ep, args, reply, filter)
 		}
 		leader := s.LeaderAddr()
 		if leader != "" && leader != s.cfg.Advertise.String() {

@@ -23,9 +23,46 @@ import (
 // tightest, then and, then or). Values are quoted with "" or ``, or bare
 // words (numbers, true, false, names). Selectors are dotted field names;
 // a segment may also be a ["quoted"] map key.
+//
+// A selector that goes through a list (Checks.Status on a health result,
+// Service.Proxy.Upstreams.DestinationName) matches when any element of the
+// list matches, the operator (negated or not) applying to each element, as
+// in go-bexpr: "Checks.Status != passing" keeps instances with at least one
+// check that is not passing, and an empty list matches nothing. A selector
+// naming a missing map key or field makes ==, in, contains, matches and
+// "is not empty" false and their negations true.
 
-// ErrFilterSyntax wraps every parse error.
+// ErrFilterSyntax is what every parse error matches with errors.Is. The
+// error's own text is go-bexpr's shape, "line:column (offset): message",
+// which Consul prints after its own prefix.
 var ErrFilterSyntax = errors.New("invalid filter expression")
+
+// filterSyntaxError is a parse error at a byte offset of the expression.
+type filterSyntaxError struct {
+	line, column, offset int
+	msg                  string
+}
+
+func (e *filterSyntaxError) Error() string {
+	return fmt.Sprintf("%d:%d (%d): %s", e.line, e.column, e.offset, e.msg)
+}
+
+// Is makes errors.Is(err, ErrFilterSyntax) hold for every parse error.
+func (e *filterSyntaxError) Is(target error) bool { return target == ErrFilterSyntax }
+
+// syntaxError builds the error for offset off of src, counting lines and
+// columns (in characters, from 1) the way go-bexpr's parser reports them.
+func syntaxError(src string, off int, format string, args ...any) error {
+	line, col := 1, 1
+	for _, r := range src[:min(max(off, 0), len(src))] {
+		if r == '\n' {
+			line, col = line+1, 1
+			continue
+		}
+		col++
+	}
+	return &filterSyntaxError{line: line, column: col, offset: off, msg: fmt.Sprintf(format, args...)}
+}
 
 // Filter is a parsed expression, safe for concurrent use.
 type Filter struct {
@@ -38,7 +75,7 @@ func ParseFilter(expr string) (*Filter, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &filterParser{toks: toks}
+	p := &filterParser{src: expr, toks: toks}
 	n, err := p.or()
 	if err != nil {
 		return nil, err
@@ -89,7 +126,7 @@ func lexFilter(s string) ([]filterToken, error) {
 			i++
 		case c == '=' || c == '!':
 			if i+1 >= len(s) || s[i+1] != '=' {
-				return nil, fmt.Errorf("%w: position %d: expected '%c='", ErrFilterSyntax, i, c)
+				return nil, syntaxError(s, i, "expected '%c='", c)
 			}
 			k := tokEq
 			if c == '!' {
@@ -100,7 +137,7 @@ func lexFilter(s string) ([]filterToken, error) {
 		case c == '"' || c == '`':
 			str, n, err := lexQuoted(s[i:])
 			if err != nil {
-				return nil, fmt.Errorf("%w: position %d: %v", ErrFilterSyntax, i, err)
+				return nil, syntaxError(s, i, "%v", err)
 			}
 			toks = append(toks, filterToken{tokString, str, i})
 			i += n
@@ -112,15 +149,15 @@ func lexFilter(s string) ([]filterToken, error) {
 					// A ["key"] segment of a selector.
 					j := i + 1
 					if j >= len(s) || (s[j] != '"' && s[j] != '`') {
-						return nil, fmt.Errorf("%w: position %d: expected a quoted key after '['", ErrFilterSyntax, i)
+						return nil, syntaxError(s, i, "expected a quoted key after '['")
 					}
 					_, n, err := lexQuoted(s[j:])
 					if err != nil {
-						return nil, fmt.Errorf("%w: position %d: %v", ErrFilterSyntax, j, err)
+						return nil, syntaxError(s, j, "%v", err)
 					}
 					j += n
 					if j >= len(s) || s[j] != ']' {
-						return nil, fmt.Errorf("%w: position %d: expected ']'", ErrFilterSyntax, j)
+						return nil, syntaxError(s, j, "expected ']'")
 					}
 					i = j + 1
 					continue
@@ -163,6 +200,7 @@ func lexQuoted(s string) (string, int, error) {
 }
 
 type filterParser struct {
+	src  string
 	toks []filterToken
 	pos  int
 }
@@ -183,7 +221,7 @@ func (p *filterParser) next() filterToken {
 }
 
 func (p *filterParser) errorf(t filterToken, format string, args ...any) error {
-	return fmt.Errorf("%w: position %d: %s", ErrFilterSyntax, t.pos, fmt.Sprintf(format, args...))
+	return syntaxError(p.src, t.pos, format, args...)
 }
 
 // isKeyword reports whether t is the bare word kw (case-insensitive).
@@ -428,14 +466,62 @@ type matchNode struct {
 	re     *regexp.Regexp
 }
 
-func (n *matchNode) eval(v reflect.Value) bool {
-	target, found := resolveSelector(v, n.sel)
+func (n *matchNode) eval(v reflect.Value) bool { return n.evalAt(v, n.sel) }
+
+// evalAt resolves the selector segments sel from v and applies the match
+// to what they name. A list met before the last segment is searched: the
+// match holds when it holds for any element (go-bexpr's implicit "any"),
+// so an empty list matches nothing, whatever the operator.
+func (n *matchNode) evalAt(v reflect.Value, sel []string) bool {
+	v = indirect(v)
+	if len(sel) == 0 {
+		return n.apply(v)
+	}
+	switch v.Kind() {
+	case reflect.Slice, reflect.Array:
+		for i := range v.Len() {
+			if n.evalAt(v.Index(i), sel) {
+				return true
+			}
+		}
+		return false
+	case reflect.Struct:
+		// By name, then case-insensitively (Consul's selectors are its
+		// JSON field names, which are the Go names here but for case).
+		seg := sel[0]
+		f := v.FieldByName(seg)
+		if !f.IsValid() {
+			f = v.FieldByNameFunc(func(name string) bool { return strings.EqualFold(name, seg) })
+		}
+		if !f.IsValid() {
+			return n.apply(reflect.Value{})
+		}
+		return n.evalAt(f, sel[1:])
+	case reflect.Map:
+		if v.Type().Key().Kind() != reflect.String {
+			return n.apply(reflect.Value{})
+		}
+		e := v.MapIndex(reflect.ValueOf(sel[0]).Convert(v.Type().Key()))
+		if !e.IsValid() {
+			return n.apply(reflect.Value{})
+		}
+		return n.evalAt(e, sel[1:])
+	}
+	// Nothing to select into (a nil pointer, a scalar): the selector names
+	// nothing.
+	return n.apply(reflect.Value{})
+}
+
+// apply runs the operator on target, the invalid Value when the selector
+// named nothing.
+func (n *matchNode) apply(target reflect.Value) bool {
+	found := target.IsValid()
 	var ok bool
 	switch n.op {
 	case opEmpty:
 		ok = !found || isEmptyValue(target)
 	case opEqual:
-		ok = found && scalarString(target) == n.value && isScalar(target)
+		ok = found && isScalar(target) && scalarString(target) == n.value
 	case opIn, opContains:
 		ok = found && containsValue(target, n.value)
 	case opMatches:
@@ -444,46 +530,16 @@ func (n *matchNode) eval(v reflect.Value) bool {
 	return ok != n.negate
 }
 
-// resolveSelector walks struct fields (by name, then case-insensitively)
-// and map keys.
-func resolveSelector(v reflect.Value, sel []string) (reflect.Value, bool) {
-	for _, seg := range sel {
-		for v.IsValid() && (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface) {
-			if v.IsNil() {
-				return reflect.Value{}, false
-			}
-			v = v.Elem()
-		}
-		switch v.Kind() {
-		case reflect.Struct:
-			f := v.FieldByName(seg)
-			if !f.IsValid() {
-				f = v.FieldByNameFunc(func(name string) bool { return strings.EqualFold(name, seg) })
-			}
-			if !f.IsValid() {
-				return reflect.Value{}, false
-			}
-			v = f
-		case reflect.Map:
-			if v.Type().Key().Kind() != reflect.String {
-				return reflect.Value{}, false
-			}
-			e := v.MapIndex(reflect.ValueOf(seg).Convert(v.Type().Key()))
-			if !e.IsValid() {
-				return reflect.Value{}, false
-			}
-			v = e
-		default:
-			return reflect.Value{}, false
-		}
-	}
+// indirect follows pointers and interfaces; a nil one gives the invalid
+// Value.
+func indirect(v reflect.Value) reflect.Value {
 	for v.IsValid() && (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface) {
 		if v.IsNil() {
-			return v, true
+			return reflect.Value{}
 		}
 		v = v.Elem()
 	}
-	return v, v.IsValid()
+	return v
 }
 
 func isScalar(v reflect.Value) bool {

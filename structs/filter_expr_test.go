@@ -64,3 +64,80 @@ func TestFilterEvaluate(t *testing.T) {
 		}
 	}
 }
+
+func TestFilterSyntaxErrorPosition(t *testing.T) {
+	// go-bexpr's "line:column (offset): " shape, which Consul prints (for
+	// `foo`, Consul answers "1:4 (3): no match found, ...").
+	cases := []struct{ expr, want string }{
+		{`foo`, `1:4 (3): unexpected end of expression, expected an operator`},
+		{`Node == a and`, `1:14 (13): unexpected end of expression`},
+		{"Node == a and\n  Meta.x = b", `2:10 (23): expected '=='`},
+		{`Status == "pass`, `1:11 (10): unterminated string`},
+		{`Service.Meta.x matches "("`, "1:16 (15): invalid regular expression \"(\": error parsing regexp: missing closing ): `(`"},
+		// Columns count characters, offsets bytes.
+		{`Meta.x == "ü" and`, `1:18 (18): unexpected end of expression`},
+		{`"a" == x`, `1:1 (0): expected a selector, found "a"`},
+	}
+	for _, tc := range cases {
+		_, err := ParseFilter(tc.expr)
+		if err == nil || err.Error() != tc.want || !errors.Is(err, ErrFilterSyntax) {
+			t.Errorf("ParseFilter(%q) = %v, want %q", tc.expr, err, tc.want)
+		}
+	}
+}
+
+func TestFilterThroughLists(t *testing.T) {
+	web := CheckServiceNode{
+		Node: &Node{Node: "n1"},
+		Service: &NodeService{
+			Kind: ServiceKindConnectProxy, Service: "web-proxy", Weights: &Weights{Passing: 3, Warning: 1},
+			TaggedAddresses: map[string]ServiceAddress{"lan": {Address: "10.0.0.1", Port: 8080}},
+			Proxy: ConnectProxyConfig{DestinationServiceName: "web", Upstreams: []Upstream{
+				{DestinationName: "db", LocalBindPort: 9191}, {DestinationName: "cache"},
+			}},
+			Connect: ServiceConnect{Native: false},
+		},
+		Checks: HealthChecks{
+			{CheckID: "serfHealth", Status: HealthPassing},
+			{CheckID: "svc", Status: HealthCritical, ServiceTags: []string{"primary"}},
+		},
+	}
+	noChecks := CheckServiceNode{Node: &Node{Node: "n2"}, Service: &NodeService{Service: "web"}}
+	cases := []struct {
+		expr         string
+		web, noCheck bool
+	}{
+		// Any element of Checks decides, the operator applying to each.
+		{`Checks.Status == critical`, true, false},
+		{`Checks.Status == warning`, false, false},
+		{`Checks.Status != passing`, true, false},
+		{`not Checks.Status == critical`, false, true},
+		{`"primary" in Checks.ServiceTags`, true, false},
+		{`Checks.CheckID matches "^serf"`, true, false},
+		{`Checks is empty`, false, true},
+		{`Checks is not empty`, true, false},
+		{`Service.Proxy.Upstreams.DestinationName == cache`, true, false},
+		{`Service.Proxy.Upstreams.LocalBindPort == 9191`, true, false},
+		{`Service.Proxy.Upstreams is empty`, false, true},
+		{`Service.Proxy.DestinationServiceName == web`, true, false},
+		{`Service.Kind == "connect-proxy"`, true, false},
+		{`Service.Weights.Passing == 3`, true, false},
+		{`Service.TaggedAddresses.lan.Address == "10.0.0.1"`, true, false},
+		{`Service.TaggedAddresses.lan.Port == 8080`, true, false},
+		{`Service.Connect.Native == false`, true, true},
+		{`"1" in Node.Node`, true, false},
+	}
+	for _, tc := range cases {
+		f, err := ParseFilter(tc.expr)
+		if err != nil {
+			t.Errorf("ParseFilter(%q): %v", tc.expr, err)
+			continue
+		}
+		if got := f.Evaluate(&web); got != tc.web {
+			t.Errorf("%q on web = %v, want %v", tc.expr, got, tc.web)
+		}
+		if got := f.Evaluate(&noChecks); got != tc.noCheck {
+			t.Errorf("%q on an instance without checks = %v, want %v", tc.expr, got, tc.noCheck)
+		}
+	}
+}

@@ -16,8 +16,10 @@ type QueryOptions struct {
 	// RequireConsistent makes the leader confirm its leadership with a
 	// quorum before it answers.
 	RequireConsistent bool
-	// Filter is a bexpr-style filter expression over the result (not yet
-	// supported: a request with one is refused).
+	// Filter is Consul's ?filter= expression (ParseFilter syntax) over the
+	// elements of the result. The server that answers the read applies it
+	// to a Filterable reply; any other reply refuses it with
+	// ErrFilterNotSupported.
 	Filter string
 }
 

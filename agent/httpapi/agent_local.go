@@ -128,17 +128,36 @@ func (s *Server) agentServiceDeregister(_ http.ResponseWriter, r *http.Request) 
 	return nil, la.DeregisterService(pathSuffix(r, "/v1/agent/service/deregister/"))
 }
 
-// agentServices handles GET /v1/agent/services.
+// agentServices handles GET /v1/agent/services (?filter= over each
+// service as it is shown: ID, Service, Tags, Meta, Port, Proxy, ...).
 func (s *Server) agentServices(_ http.ResponseWriter, r *http.Request) (any, error) {
 	la, err := s.localAgent()
 	if err != nil {
 		return nil, err
 	}
+	filter, err := parseLocalFilter(r)
+	if err != nil {
+		return nil, err
+	}
 	out := map[string]agentService{}
 	for id, ns := range la.Services() {
-		out[id] = s.toAgentService(ns, "")
+		svc := s.toAgentService(ns, "")
+		if filter == nil || filter.Evaluate(&svc) {
+			out[id] = svc
+		}
 	}
 	return out, nil
+}
+
+// parseLocalFilter compiles ?filter= for the agent's own services and
+// checks (nil without one). They never reach a server, so this agent
+// filters them itself, with the evaluator and the error the servers use.
+func parseLocalFilter(r *http.Request) (*structs.Filter, error) {
+	expr := r.URL.Query().Get("filter")
+	if expr == "" {
+		return nil, nil
+	}
+	return structs.CompileFilter(expr)
 }
 
 // agentService handles GET /v1/agent/service/<id>: blocking by content hash
@@ -199,9 +218,14 @@ func parseWaitValue(v string) (time.Duration, error) {
 	return d, nil
 }
 
-// agentChecks handles GET /v1/agent/checks.
+// agentChecks handles GET /v1/agent/checks (?filter= over each check:
+// CheckID, Name, Status, ServiceName, ServiceTags, ...).
 func (s *Server) agentChecks(_ http.ResponseWriter, r *http.Request) (any, error) {
 	la, err := s.localAgent()
+	if err != nil {
+		return nil, err
+	}
+	filter, err := parseLocalFilter(r)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +234,9 @@ func (s *Server) agentChecks(_ http.ResponseWriter, r *http.Request) (any, error
 		if c.ServiceTags == nil {
 			c.ServiceTags = []string{}
 		}
-		out[c.CheckID] = c
+		if filter == nil || filter.Evaluate(c) {
+			out[c.CheckID] = c
+		}
 	}
 	return out, nil
 }

@@ -241,12 +241,7 @@ func TestOfficialClient(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts := httptest.NewServer(srv)
-	t.Cleanup(ts.Close)
-	client, err := api.NewClient(&api.Config{Address: strings.TrimPrefix(ts.URL, "http://")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client, _ := officialClient(t, srv)
 	kv := client.KV()
 
 	t.Run("kv", func(t *testing.T) {

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"net"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -39,12 +38,7 @@ func startRealServer(t *testing.T) (*api.Client, *server.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(h)
-	t.Cleanup(hs.Close)
-	c, err := api.NewClient(&api.Config{Address: strings.TrimPrefix(hs.URL, "http://")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, _ := officialClient(t, h)
 	return c, srv
 }
 

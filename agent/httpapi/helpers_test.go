@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/hashicorp/consul/api"
+
 	"github.com/trellis-mesh/trellis/structs"
 )
 
@@ -231,4 +233,17 @@ func readHeaders(index string) map[string]string {
 		"X-Consul-KnownLeader": "true",
 		"Content-Type":         "application/json",
 	}
+}
+
+// officialClient serves h on a loopback listener for the test and returns
+// the official Consul client pointed at it, and its base URL.
+func officialClient(t testing.TB, h http.Handler) (*api.Client, string) {
+	t.Helper()
+	hs := httptest.NewServer(h)
+	t.Cleanup(hs.Close)
+	c, err := api.NewClient(&api.Config{Address: strings.TrimPrefix(hs.URL, "http://")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c, hs.URL
 }

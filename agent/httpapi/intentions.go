@@ -98,6 +98,9 @@ func (s *Server) intentionGetExact(w http.ResponseWriter, r *http.Request) (any,
 		return nil, err
 	}
 	args.Exact = exact
+	// Consul ignores ?filter= on an exact read; the one intention either
+	// exists or is a 404.
+	args.Filter = ""
 	var out structs.IndexedIntentions
 	err = s.rpc.RPC(r.Context(), structs.MethodIntentionGet, &args, &out)
 	setMeta(w, &out.QueryMeta, &args.QueryOptions)

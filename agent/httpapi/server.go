@@ -343,6 +343,10 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 		code = http.StatusForbidden
 	case errors.Is(err, structs.ErrRateLimited):
 		code = http.StatusTooManyRequests
+	case structs.IsInvalidFilter(err):
+		// A malformed ?filter= is Consul's 500 "Failed to create boolean
+		// expression evaluator: ..." (its servers detect it), not a 400.
+		code = http.StatusInternalServerError
 	}
 	level := slog.LevelError
 	if code < http.StatusInternalServerError || r.Context().Err() != nil {

@@ -120,8 +120,23 @@ func TestErrorMapping(t *testing.T) {
 			wantCode: 429, wantBody: "forwarding: rate limit exceeded, try again later", wantCalls: call,
 		},
 		{
-			name: "filter refused by the server", path: "/v1/catalog/nodes?filter=x", setup: failWith(structs.ErrFilterNotSupported),
-			wantCode: 500, wantBody: "filter expressions are not supported", anyCalls: true,
+			// The server filters reads; one whose reply it cannot filter
+			// (/v1/catalog/services) refuses the expression, as text
+			// across the RPC boundary.
+			name: "filter refused by the server", path: "/v1/catalog/services?filter=ServiceName+%3D%3D+x",
+			setup: func(f *fakeRPC, _ *Config) {
+				f.errs[structs.MethodCatalogListServices] = structs.ErrorFromString(
+					"filter expressions are not supported: Catalog.ListServices has no filterable result")
+			},
+			wantCode: 500, wantBody: "filter expressions are not supported: Catalog.ListServices has no filterable result", anyCalls: true,
+		},
+		{
+			// Consul's status and text for a malformed ?filter=, whichever
+			// server found it.
+			name: "malformed filter across the RPC boundary", path: "/v1/catalog/nodes?filter=foo",
+			setup:    failWith(structs.ErrorFromString("Failed to create boolean expression evaluator: 1:4 (3): unexpected end of expression, expected an operator")),
+			wantCode: 500, wantBody: "Failed to create boolean expression evaluator: 1:4 (3): unexpected end of expression, expected an operator",
+			wantHeaders: map[string]string{"Content-Type": "text/plain; charset=utf-8"}, anyCalls: true,
 		},
 		{
 			name: "any other error", path: "/v1/catalog/nodes", setup: failWith(errors.New("boom")),

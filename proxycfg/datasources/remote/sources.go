@@ -170,8 +170,8 @@ func blockingLoop[Req, Resp any, PReq queryReq[Req], PResp metaResp[Resp]](
 			// Any server may answer: reads spread over the servers, and
 			// the index tells how fresh the answer is.
 			q.AllowStale = true
-			// Filters are applied here (the servers refuse them), so
-			// that every subset of a service still reads the same data.
+			// Filters are applied here, not by the servers, so that
+			// every subset of a service shares one query's data.
 			q.Filter = ""
 			reply := PResp(new(Resp))
 			start := time.Now()

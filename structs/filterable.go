@@ -1,0 +1,99 @@
+package structs
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Consul's ?filter= on reads. The server that answers a read parses the
+// expression before running the endpoint (CompileFilter), runs it, then
+// keeps only the matching elements of the reply (Filterable). Each reply
+// type below filters the elements Consul's documentation names for its
+// endpoints; the selectors are the elements' field names.
+
+// ErrInvalidFilter begins the error of a ?filter= that does not parse, in
+// Consul's words (go-bexpr's CreateFilter): clients see
+// "Failed to create boolean expression evaluator: 1:4 (3): ..." as a 500.
+var ErrInvalidFilter = errors.New("Failed to create boolean expression evaluator")
+
+// CompileFilter parses a ?filter= expression, failing with ErrInvalidFilter
+// and the parse error's position and reason.
+func CompileFilter(expr string) (*Filter, error) {
+	f, err := ParseFilter(expr)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrInvalidFilter, err)
+	}
+	return f, nil
+}
+
+// IsInvalidFilter reports whether err is CompileFilter's, also after it
+// crossed the RPC boundary as text (a client agent's forwarded read).
+func IsInvalidFilter(err error) bool {
+	return errors.Is(err, ErrInvalidFilter) || strings.HasPrefix(err.Error(), ErrInvalidFilter.Error()+": ")
+}
+
+// Filterable is a read reply that ?filter= narrows. FilterResult replaces
+// the reply's result with the elements keep accepts, in order, in a NEW
+// slice or map: the old one may be shared with the state store and is
+// never modified. keep gets a pointer to each element (what the filter's
+// selectors start from).
+type Filterable interface {
+	FilterResult(keep func(elem any) bool)
+}
+
+// FilterResult keeps the nodes keep accepts (/v1/catalog/nodes: ID, Node,
+// Address, Datacenter, TaggedAddresses, Meta).
+func (r *IndexedNodes) FilterResult(keep func(any) bool) {
+	r.Nodes = filterSlice(r.Nodes, func(n **Node) bool { return keep(*n) })
+}
+
+// FilterResult keeps the instances keep accepts (/v1/catalog/service and
+// /v1/catalog/connect: the flattened ServiceNode fields).
+func (r *IndexedServiceNodes) FilterResult(keep func(any) bool) {
+	r.ServiceNodes = filterSlice(r.ServiceNodes, func(sn **ServiceNode) bool { return keep(*sn) })
+}
+
+// FilterResult keeps the node's services keep accepts (/v1/catalog/node:
+// Consul filters the values of the Services map, not the node).
+func (r *IndexedNodeServices) FilterResult(keep func(any) bool) {
+	if r.NodeServices == nil {
+		return
+	}
+	services := make(map[string]*NodeService, len(r.NodeServices.Services))
+	for id, svc := range r.NodeServices.Services {
+		if keep(svc) {
+			services[id] = svc
+		}
+	}
+	r.NodeServices = &NodeServices{Node: r.NodeServices.Node, Services: services}
+}
+
+// FilterResult keeps the checks keep accepts (/v1/health/node,
+// /v1/health/checks, /v1/health/state: the HealthCheck fields).
+func (r *IndexedHealthChecks) FilterResult(keep func(any) bool) {
+	r.HealthChecks = filterSlice(r.HealthChecks, func(c **HealthCheck) bool { return keep(*c) })
+}
+
+// FilterResult keeps the instances keep accepts (/v1/health/service and
+// /v1/health/connect: Node.*, Service.* and Checks.*).
+func (r *IndexedCheckServiceNodes) FilterResult(keep func(any) bool) {
+	r.Nodes = filterSlice(r.Nodes, func(c *CheckServiceNode) bool { return keep(c) })
+}
+
+// FilterResult keeps the intentions keep accepts (/v1/connect/intentions).
+func (r *IndexedIntentions) FilterResult(keep func(any) bool) {
+	r.Intentions = filterSlice(r.Intentions, func(x **Intention) bool { return keep(*x) })
+}
+
+// filterSlice returns a new slice of the elements of in that keep
+// accepts (never nil, so that "nothing matched" encodes as []).
+func filterSlice[S ~[]E, E any](in S, keep func(*E) bool) S {
+	out := make(S, 0, len(in))
+	for i := range in {
+		if keep(&in[i]) {
+			out = append(out, in[i])
+		}
+	}
+	return out
+}
