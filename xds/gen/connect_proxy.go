@@ -25,10 +25,11 @@ func (b *builder) connectProxy() error {
 	if cp.Leaf == nil {
 		return fmt.Errorf("%w: connect-proxy snapshot without a leaf certificate", ErrInvalidSnapshot)
 	}
-	_, _ = reuse(b, partID{kind: partPublic}, b.publicKey(cp), func() (*listenerv3.Filter, error) {
-		b.publicListener(cp)
-		return nil, nil
-	})
+	if _, err := reuse(b, partID{kind: partPublic}, b.publicKey(cp), func() (*listenerv3.Filter, error) {
+		return nil, b.publicListener(cp)
+	}); err != nil {
+		return err
+	}
 
 	transparent := cp.Mode == structs.ProxyModeTransparent
 	var outbound []outboundChain // for the transparent listener only
@@ -36,7 +37,7 @@ func (b *builder) connectProxy() error {
 		if u.Chain == nil || u.Upstream == nil {
 			continue // not known yet: leave it out until it is
 		}
-		filter, err := reuse(b, partID{kind: partUpstream, upstream: u.ID}, b.upstreamKey(u, cp.Leaf), func() (*listenerv3.Filter, error) {
+		up, err := reusePart(b, partID{kind: partUpstream, upstream: u.ID}, b.upstreamKey(u, cp.Leaf), func() (*listenerv3.Filter, error) {
 			return b.connectUpstream(u, cp.Leaf)
 		})
 		if err != nil {
@@ -46,12 +47,14 @@ func (b *builder) connectProxy() error {
 		// frequent one, rebuilds them alone, not the upstream's clusters
 		// (with their TLS contexts) and listener.
 		if _, err := reuse(b, partID{kind: partEndpoints, upstream: u.ID}, b.endpointsKey(u), func() (*listenerv3.Filter, error) {
-			return nil, b.addUpstreamEndpoints(u)
+			return nil, b.connectUpstreamEndpoints(u, up)
 		}); err != nil {
 			return fmt.Errorf("upstream %q: %w", u.ID, err)
 		}
-		if transparent {
-			outbound = append(outbound, outboundChain{u: u, filter: filter})
+		// An upstream whose listener is its envoy_listener_json has no
+		// filter: its traffic goes where that listener says.
+		if transparent && up.filter != nil {
+			outbound = append(outbound, outboundChain{u: u, filter: up.filter})
 		}
 	}
 	if transparent {
@@ -62,10 +65,26 @@ func (b *builder) connectProxy() error {
 
 // connectUpstream adds an upstream's clusters and routes and its listener
 // on its local bind address, and returns its network filter. Its
-// endpoints are added separately (addUpstreamEndpoints).
+// endpoints are added separately (connectUpstreamEndpoints). The
+// upstream's escape hatches replace its cluster and listener (then
+// without a filter), see upstreamOverrides.
 func (b *builder) connectUpstream(u *proxycfg.UpstreamSnapshot, leaf *structs.IssuedCert) (*listenerv3.Filter, error) {
-	if err := b.addUpstreamClusters(u, leaf); err != nil {
+	cluster, listener, err := upstreamOverrides(u)
+	if err != nil {
 		return nil, err
+	}
+	if cluster != nil {
+		err = b.addClusterOverride(u, leaf, cluster, listener == nil)
+	} else {
+		err = b.addUpstreamClusters(u, leaf)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if listener != nil {
+		// Nothing of ours sends traffic into the chain: no filter, and no
+		// route configuration (Consul has none for default chains).
+		return nil, b.addOverride(cfgListenerJSON, ListenerType, listener.GetName(), listener)
 	}
 	filter, err := b.upstreamFilter(u)
 	if err != nil {
@@ -101,12 +120,14 @@ func serviceProtocol(svc *structs.NodeService, cfg *proxycfg.ServiceConfigRespon
 // publicListener adds local_app and the inbound listener: mTLS with the
 // destination's leaf, then intentions (network RBAC for TCP, HTTP RBAC
 // with L7 permissions for HTTP protocols), then the application. A proxy
-// without a local service port has neither.
-func (b *builder) publicListener(cp *proxycfg.ConnectProxySnapshot) {
+// without a local service port has neither, unless escape hatches
+// (addPublicOverrides) replace them.
+func (b *builder) publicListener(cp *proxycfg.ConnectProxySnapshot) error {
 	svc := b.snap.Service
 	pc := svc.Proxy
-	if pc.LocalServicePort <= 0 {
-		return
+	localOverridden, publicOverridden, err := b.addPublicOverrides(cp)
+	if err != nil || pc.LocalServicePort <= 0 {
+		return err
 	}
 	protocol := serviceProtocol(svc, cp.ServiceConfig)
 	http := isHTTPProtocol(protocol)
@@ -114,11 +135,16 @@ func (b *builder) publicListener(cp *proxycfg.ConnectProxySnapshot) {
 	if localAddr == "" {
 		localAddr = "127.0.0.1"
 	}
-	b.add(ClusterType, localAppCluster, b.staticCluster(clusterOpts{
-		name:           localAppCluster,
-		connectTimeout: opaqueMillis(pc.Config, cfgLocalConnectTimeout),
-		http2:          isHTTP2Protocol(protocol),
-	}, localAddr, pc.LocalServicePort))
+	if !localOverridden {
+		b.add(ClusterType, localAppCluster, b.staticCluster(clusterOpts{
+			name:           localAppCluster,
+			connectTimeout: opaqueMillis(pc.Config, cfgLocalConnectTimeout),
+			http2:          isHTTP2Protocol(protocol),
+		}, localAddr, pc.LocalServicePort))
+	}
+	if publicOverridden {
+		return nil
+	}
 
 	addr := structs.OpaqueString(pc.Config, cfgBindAddress)
 	if addr == "" {
@@ -132,7 +158,7 @@ func (b *builder) publicListener(cp *proxycfg.ConnectProxySnapshot) {
 		port = int(p)
 	}
 	if port <= 0 || port > 65535 {
-		return
+		return nil
 	}
 
 	var filters []*listenerv3.Filter
@@ -166,6 +192,7 @@ func (b *builder) publicListener(cp *proxycfg.ConnectProxySnapshot) {
 		}},
 		TrafficDirection: corev3.TrafficDirection_INBOUND,
 	})
+	return nil
 }
 
 // upstreamFilter is the network filter that sends an upstream's traffic

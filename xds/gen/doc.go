@@ -28,6 +28,14 @@
 // the rest, which the ADS server then sends or versions without encoding
 // them again.
 //
+// A sidecar's escape hatches, Consul's envoy_public_listener_json,
+// envoy_local_cluster_json, envoy_listener_json and envoy_cluster_json
+// opaque config keys, replace the resources they name with the user's
+// own, with Consul's injections (mTLS and intentions on a custom public
+// listener, mTLS on a custom upstream cluster). One that cannot be
+// delivered as given fails the generation with ErrInvalidEscapeHatch
+// (see escape_hatches.go).
+//
 // Every generated set passes Validate: each resource and every typed config
 // packed inside it passes the Envoy protos' ValidateAll, and every cluster,
 // route configuration and endpoint set that something names is present.

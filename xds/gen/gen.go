@@ -40,6 +40,13 @@ var (
 	ErrUnsupportedKind = errors.New("gen: unsupported proxy kind")
 	// ErrInvalidResources wraps every problem Validate finds.
 	ErrInvalidResources = errors.New("gen: invalid resources")
+	// ErrInvalidEscapeHatch is returned for an escape-hatch override
+	// (envoy_public_listener_json, envoy_local_cluster_json,
+	// envoy_listener_json, envoy_cluster_json) that cannot be delivered
+	// as given: it is not the protojson of the Envoy resource its key
+	// names, fails validation, or names a resource the proxy does not
+	// get. The whole generation fails, as in Consul; see escape_hatches.go.
+	ErrInvalidEscapeHatch = errors.New("gen: invalid escape hatch")
 )
 
 // Generate returns the resources of the proxy or gateway snap describes.
@@ -90,6 +97,9 @@ func generate(snap *proxycfg.ConfigSnapshot, m *memo, endpoints *EndpointCache) 
 		return nil, fmt.Errorf("gen: %s: %w", snap.ProxyID, err)
 	}
 	res, by := b.assemble(prev)
+	if err := b.checkOverrideRefs(res); err != nil {
+		return nil, fmt.Errorf("gen: %s: %w", snap.ProxyID, err)
+	}
 	if m != nil {
 		m.res, m.by = res, by
 	}

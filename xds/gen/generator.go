@@ -74,6 +74,22 @@ type part struct {
 	// filter is an upstream's network filter (transparent proxies reuse
 	// it in their outbound listener).
 	filter *listenerv3.Filter
+	// overrides is what escape hatches recorded in the part; nil for
+	// none, the common case, which keeps parts small.
+	overrides *partOverrides
+}
+
+// partOverrides is what a part's escape hatches record.
+type partOverrides struct {
+	// refs are what the overrides among the part's resources name;
+	// checkOverrideRefs verifies them against every generation the part
+	// is in (the resources they name may come from other parts).
+	refs []ref
+	// cluster is set when an upstream's cluster is its
+	// envoy_cluster_json; eds is then the endpoint set that cluster reads
+	// ("" for a cluster that is not EDS).
+	cluster bool
+	eds     string
 }
 
 // memo holds the reusable parts of the previous generation (prev) and
@@ -140,13 +156,21 @@ const (
 // generated. K is a comparable struct of the part's inputs: comparing it
 // unboxed keeps the common case (nothing changed) free of allocations.
 func reuse[K comparable](b *builder, id partID, key K, gen func() (*listenerv3.Filter, error)) (*listenerv3.Filter, error) {
+	p, err := reusePart(b, id, key, gen)
+	return p.filter, err
+}
+
+// reusePart is reuse, returning the part itself: what gen recorded in
+// it besides resources (b.cur is the part while gen runs) comes back
+// with it when the part is replayed.
+func reusePart[K comparable](b *builder, id partID, key K, gen func() (*listenerv3.Filter, error)) (*part, error) {
 	if b.memo != nil && b.memo.prev != nil {
 		if p := b.memo.prev.parts[id]; p != nil {
 			if k, ok := p.key.(K); ok && k == key {
 				b.parts = append(b.parts, p)
 				b.cur = nil
 				b.memo.store(id, p)
-				return p.filter, nil
+				return p, nil
 			}
 		}
 	}
@@ -157,10 +181,10 @@ func reuse[K comparable](b *builder, id partID, key K, gen func() (*listenerv3.F
 	b.cur = nil
 	p.filter = filter
 	if err != nil || b.err != nil || b.memo == nil {
-		return filter, err
+		return p, err
 	}
 	b.memo.store(id, p)
-	return filter, nil
+	return p, nil
 }
 
 func (m *memo) store(id partID, p *part) {

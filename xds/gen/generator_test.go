@@ -87,20 +87,7 @@ func TestGeneratorEqualsGenerate(t *testing.T) {
 	}
 	var prev Resources
 	for _, st := range steps {
-		got, err := g.Generate(st.snap)
-		if err != nil {
-			t.Fatalf("%s: %v", st.name, err)
-		}
-		want, err := Generate(st.snap)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := equalResources(want, got); err != nil {
-			t.Fatalf("%s: Generator and Generate differ: %v", st.name, err)
-		}
-		if err := Validate(got); err != nil {
-			t.Fatalf("%s: %v", st.name, err)
-		}
+		got := generateChecked(t, &g, st.name, st.snap)
 		for _, name := range st.same {
 			if got[ClusterType][name] != prev[ClusterType][name] {
 				t.Errorf("%s: cluster %s was rebuilt", st.name, name)
@@ -222,4 +209,25 @@ func TestGeneratorsShareEndpointSets(t *testing.T) {
 	if n := cache.c.Len(); n == 0 {
 		t.Error("nothing cached")
 	}
+}
+
+// generateChecked runs g on snap and fails the test unless the result
+// equals Generate's and validates.
+func generateChecked(t *testing.T, g *Generator, step string, snap *proxycfg.ConfigSnapshot) Resources {
+	t.Helper()
+	got, err := g.Generate(snap)
+	if err != nil {
+		t.Fatalf("%s: %v", step, err)
+	}
+	want, err := Generate(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := equalResources(want, got); err != nil {
+		t.Fatalf("%s: Generator and Generate differ: %v", step, err)
+	}
+	if err := Validate(got); err != nil {
+		t.Fatalf("%s: %v", step, err)
+	}
+	return got
 }

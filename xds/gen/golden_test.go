@@ -9,6 +9,9 @@ import (
 	"strings"
 	"testing"
 
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/trellis-mesh/trellis/structs"
@@ -166,6 +169,25 @@ func goldenCases() []goldenCase {
 				// db's failover to dc2 through dc2's gateways (WAN).
 				if got := endpointsOf(t, res, "failover-target~1~db.default.dc1.internal."+testTrustDomain); strings.Join(got, " ") != "198.51.100.2:443/HEALTHY/1 198.51.100.3:443/HEALTHY/1" {
 					t.Errorf("db failover endpoints %v", got)
+				}
+			},
+		},
+		{
+			name:  "escape-hatches",
+			world: escapeHatchWorld(true),
+			svc:   allEscapeHatches(),
+			want:  1,
+			check: func(t *testing.T, res Resources) {
+				requireNames(t, res, ListenerType, "public_listener:10.0.0.1:21000", "db_custom:127.0.0.1:9191")
+				requireNames(t, res, ClusterType, "local_app", dbSNI)
+				requireNames(t, res, EndpointType, dbSNI)
+				requireNames(t, res, RouteType)
+				fc := res[ListenerType]["public_listener:10.0.0.1:21000"].(*listenerv3.Listener).GetFilterChains()[0]
+				if fc.GetTransportSocket().GetTypedConfig().GetTypeUrl() != resource.APITypePrefix+"envoy.extensions.transport_sockets.tls.v3.DownstreamTlsContext" {
+					t.Errorf("public chain without mTLS: %v", fc.GetTransportSocket())
+				}
+				if f := hcmOf(t, fc).GetHttpFilters()[0]; f.GetName() != wellknown.HTTPRoleBasedAccessControl {
+					t.Errorf("first HTTP filter %q, want the intentions' RBAC", f.GetName())
 				}
 			},
 		},
