@@ -2,6 +2,7 @@ package gen
 
 import (
 	"fmt"
+	"maps"
 	"strings"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -105,6 +106,24 @@ func (b *builder) connectUpstream(u *proxycfg.UpstreamSnapshot, leaf *structs.Is
 	return filter, nil
 }
 
+// sidecarConfig is a sidecar's opaque config as Consul's agent merges it
+// into the registration: the global proxy-defaults' Config (in the
+// resolved service config) with the registration's own keys over it.
+// Only the public listener's part reads it, so merging when both have
+// keys costs an allocation per change of that part, not per generation.
+func sidecarConfig(svc *structs.NodeService, sc *proxycfg.ServiceConfigResponse) map[string]any {
+	own := svc.Proxy.Config
+	if sc == nil || len(sc.ProxyConfig) == 0 {
+		return own
+	}
+	if len(own) == 0 {
+		return sc.ProxyConfig
+	}
+	merged := maps.Clone(sc.ProxyConfig)
+	maps.Copy(merged, own)
+	return merged
+}
+
 // serviceProtocol is the proxied service's protocol: the registration's
 // opaque config, else the central configuration, else tcp.
 func serviceProtocol(svc *structs.NodeService, cfg *proxycfg.ServiceConfigResponse) string {
@@ -125,7 +144,8 @@ func serviceProtocol(svc *structs.NodeService, cfg *proxycfg.ServiceConfigRespon
 func (b *builder) publicListener(cp *proxycfg.ConnectProxySnapshot) error {
 	svc := b.snap.Service
 	pc := svc.Proxy
-	localOverridden, publicOverridden, err := b.addPublicOverrides(cp)
+	cfg := sidecarConfig(svc, cp.ServiceConfig)
+	localOverridden, publicOverridden, err := b.addPublicOverrides(cp, cfg)
 	if err != nil || pc.LocalServicePort <= 0 {
 		return err
 	}
@@ -138,7 +158,7 @@ func (b *builder) publicListener(cp *proxycfg.ConnectProxySnapshot) error {
 	if !localOverridden {
 		b.add(ClusterType, localAppCluster, b.staticCluster(clusterOpts{
 			name:           localAppCluster,
-			connectTimeout: opaqueMillis(pc.Config, cfgLocalConnectTimeout),
+			connectTimeout: opaqueMillis(cfg, cfgLocalConnectTimeout),
 			http2:          isHTTP2Protocol(protocol),
 		}, localAddr, pc.LocalServicePort))
 	}
@@ -146,7 +166,7 @@ func (b *builder) publicListener(cp *proxycfg.ConnectProxySnapshot) error {
 		return nil
 	}
 
-	addr := structs.OpaqueString(pc.Config, cfgBindAddress)
+	addr := structs.OpaqueString(cfg, cfgBindAddress)
 	if addr == "" {
 		addr = svc.Address
 	}
@@ -154,7 +174,7 @@ func (b *builder) publicListener(cp *proxycfg.ConnectProxySnapshot) error {
 		addr = "0.0.0.0"
 	}
 	port := svc.Port
-	if p, ok := structs.OpaqueInt(pc.Config, cfgBindPort); ok && p > 0 {
+	if p, ok := structs.OpaqueInt(cfg, cfgBindPort); ok && p > 0 {
 		port = int(p)
 	}
 	if port <= 0 || port > 65535 {
@@ -164,7 +184,7 @@ func (b *builder) publicListener(cp *proxycfg.ConnectProxySnapshot) error {
 	var filters []*listenerv3.Filter
 	if http {
 		action := &routev3.RouteAction{ClusterSpecifier: &routev3.RouteAction_Cluster{Cluster: localAppCluster}}
-		setTimeout(&action.Timeout, opaqueMillis(pc.Config, cfgLocalRequestTimeout))
+		setTimeout(&action.Timeout, opaqueMillis(cfg, cfgLocalRequestTimeout))
 		rc := routeConfiguration(publicListenerPrefix, &routev3.VirtualHost{
 			Name:    publicListenerPrefix,
 			Domains: []string{"*"},

@@ -69,7 +69,8 @@ import (
 // resource of a sidecar with the user's own (Consul's agent/xds, whose
 // behaviour this follows):
 //
-//   - envoy_public_listener_json (the registration's Proxy.Config): the
+//   - envoy_public_listener_json (the registration's Proxy.Config, over
+//     the global proxy-defaults' Config, see sidecarConfig): the
 //     public listener. Consul keeps inbound traffic in the mesh: every
 //     filter chain gets the mTLS transport socket (replacing the user's)
 //     and the intentions' RBAC filter first: for an HTTP service the HTTP
@@ -230,9 +231,9 @@ func (b *builder) checkOverrideRefs(res Resources) error {
 }
 
 // addPublicOverrides adds the sidecar's envoy_local_cluster_json and
-// envoy_public_listener_json, and reports which of the two it added.
-func (b *builder) addPublicOverrides(cp *proxycfg.ConnectProxySnapshot) (localApp, public bool, err error) {
-	cfg := b.snap.Service.Proxy.Config
+// envoy_public_listener_json (from cfg, its merged opaque config), and
+// reports which of the two it added.
+func (b *builder) addPublicOverrides(cp *proxycfg.ConnectProxySnapshot, cfg map[string]any) (localApp, public bool, err error) {
 	if raw := opaqueJSON(cfg, cfgLocalClusterJSON); raw != "" {
 		c := &clusterv3.Cluster{}
 		if err := decodeResource(raw, c); err != nil {

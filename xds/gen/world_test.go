@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -113,11 +114,15 @@ func (w *world) serviceConfig(name string, upstreams []string) *proxycfg.Service
 		if p := pd.Protocol(); p != "" {
 			resp.Protocol = p
 		}
+		resp.ProxyConfig = maps.Clone(pd.Config)
 		resp.Mode, resp.TransparentProxy, resp.MeshGateway = pd.Mode, pd.TransparentProxy, pd.MeshGateway
 	}
 	if sd, ok := w.entry(structs.ServiceDefaults, name).(*structs.ServiceConfigEntry); ok {
 		if sd.Protocol != "" {
 			resp.Protocol = sd.Protocol
+			if resp.ProxyConfig != nil {
+				resp.ProxyConfig["protocol"] = sd.Protocol
+			}
 		}
 		if sd.Mode != "" {
 			resp.Mode = sd.Mode
