@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/trellis-mesh/trellis/structs"
 )
@@ -225,6 +227,42 @@ func (s *Server) catalogNodeServices(w http.ResponseWriter, r *http.Request) (an
 		}
 	}
 	return ns, nil
+}
+
+// catalogNodeServiceList handles GET /v1/catalog/node-services/<node>: the
+// node's services as a list sorted by ID. A missing node is 200 with a null
+// Node and no services, as in Consul.
+func (s *Server) catalogNodeServiceList(w http.ResponseWriter, r *http.Request) (any, error) {
+	var args structs.NodeSpecificRequest
+	if err := s.parseQuery(r, &args.QueryOptions); err != nil {
+		return nil, err
+	}
+	args.Node = pathSuffix(r, "/v1/catalog/node-services/")
+	if args.Node == "" {
+		return nil, badRequest("Missing node name")
+	}
+	var out structs.IndexedNodeServices
+	defer setMeta(w, &out.QueryMeta, &args.QueryOptions)
+	if err := s.rpc.RPC(r.Context(), structs.MethodCatalogNodeServices, &args, &out); err != nil {
+		return nil, err
+	}
+	list := nodeServiceList{Services: []*structs.NodeService{}}
+	if ns := out.NodeServices; ns != nil && ns.Node != nil {
+		list.Node = cleanNode(ns.Node)
+		for _, svc := range ns.Services {
+			if svc != nil {
+				list.Services = append(list.Services, cleanService(svc))
+			}
+		}
+		slices.SortFunc(list.Services, func(a, b *structs.NodeService) int { return strings.Compare(a.ID, b.ID) })
+	}
+	return list, nil
+}
+
+// nodeServiceList is Consul's body of /v1/catalog/node-services/<node>.
+type nodeServiceList struct {
+	Node     *structs.Node
+	Services []*structs.NodeService
 }
 
 // nullJSON encodes as the JSON literal null (a nil interface would mean "no

@@ -377,6 +377,14 @@ func TestOfficialClient(t *testing.T) {
 		if err != nil || ghost != nil {
 			t.Fatalf("Node(ghost) = %+v, %v", ghost, err)
 		}
+		list, meta, err := client.Catalog().NodeServiceList("n1", nil)
+		if err != nil || list == nil || list.Node == nil || list.Node.Node != "n1" || len(list.Services) != 1 || list.Services[0].Service != "web" || meta.LastIndex == 0 {
+			t.Fatalf("NodeServiceList = %+v, %+v, %v", list, meta, err)
+		}
+		ghostList, _, err := client.Catalog().NodeServiceList("ghost", nil)
+		if err != nil || ghostList == nil || ghostList.Node != nil || ghostList.Services == nil || len(ghostList.Services) != 0 {
+			t.Fatalf("NodeServiceList(ghost) = %+v, %v", ghostList, err)
+		}
 		entries, _, err := client.Health().Service("web", "", true, nil)
 		if err != nil || len(entries) != 1 || entries[0].Checks.AggregatedStatus() != api.HealthPassing {
 			t.Fatalf("Health.Service = %+v, %v", entries, err)
