@@ -15,7 +15,8 @@ import (
 )
 
 // connectProxy generates a sidecar: the local_app cluster and the mTLS
-// public listener in front of it, then per upstream its clusters,
+// public listener in front of it (with the plain-text listeners of its
+// exposed paths, expose.go), then per upstream its clusters,
 // endpoints, routes and outbound listener, and in transparent mode the
 // outbound listener that catches redirected traffic.
 func (b *builder) connectProxy() error {
@@ -27,7 +28,11 @@ func (b *builder) connectProxy() error {
 		return fmt.Errorf("%w: connect-proxy snapshot without a leaf certificate", ErrInvalidSnapshot)
 	}
 	if _, err := reuse(b, partID{kind: partPublic}, b.publicKey(cp), func() (*listenerv3.Filter, error) {
-		return nil, b.publicListener(cp)
+		if err := b.publicListener(cp); err != nil {
+			return nil, err
+		}
+		b.exposedPaths(cp) // expose.go
+		return nil, nil
 	}); err != nil {
 		return err
 	}

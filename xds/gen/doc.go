@@ -21,6 +21,9 @@
 //	<dc>.internal.<td>                a remote datacenter's mesh gateways
 //	default:<addr>:<port>             a mesh or terminating gateway
 //	<protocol>:<addr>:<port>          an ingress listener (route "<port>")
+//	exposed_path_<path>:<addr>:<port> a path exposed without mTLS
+//	                                  (Expose.Paths), to local_app or
+//	exposed_cluster_<port>            the app's other local port
 //
 // A Generator does the same for the successive snapshots of one proxy,
 // rebuilding only the parts whose inputs changed (an endpoint change of one

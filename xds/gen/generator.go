@@ -123,7 +123,9 @@ type endpointsKey struct {
 	dc string
 }
 
-// publicKey is every input of a sidecar's public listener and local_app.
+// publicKey is every input of a sidecar's public part: its public
+// listener, local_app and exposed paths (the registration's and the
+// resolved service config's Expose are behind svc and svcConfig).
 type publicKey struct {
 	svc          *structs.NodeService
 	leaf         *structs.IssuedCert

@@ -8,12 +8,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/trellis-mesh/trellis/proxycfg"
 	"github.com/trellis-mesh/trellis/structs"
 )
 
@@ -28,6 +30,8 @@ type goldenCase struct {
 	want  int
 	// check asserts what the golden file could hide in its bulk.
 	check func(t *testing.T, res Resources)
+	// snapshot builds the snapshot; nil is snapshot.
+	snapshot func(t testing.TB, w *world, svc *structs.NodeService, want int) *proxycfg.ConfigSnapshot
 }
 
 func goldenCases() []goldenCase {
@@ -192,6 +196,24 @@ func goldenCases() []goldenCase {
 			},
 		},
 		{
+			// The registration's two paths replace service-defaults' one
+			// (Consul's agent-side merge): http on the application's port
+			// through local_app, http2 (gRPC health) on another port
+			// through a cluster of its own.
+			name:     "expose-paths",
+			world:    exposeWorld,
+			svc:      exposeSidecar(),
+			want:     1,
+			snapshot: snapshot,
+			check: func(t *testing.T, res Resources) {
+				requireNames(t, res, ListenerType, publicL, "db:127.0.0.1:9191", healthL, grpcL)
+				requireNames(t, res, ClusterType, localAppCluster, grpcCluster, "db.default.dc1.internal."+testTrustDomain)
+				checkExposed(t, res, wantHealth)
+				checkExposed(t, res, wantGRPC)
+				checkExposedCluster(t, res, grpcCluster, "127.0.0.1", 9090, true, 5*time.Second)
+			},
+		},
+		{
 			name:  "ingress-gateway",
 			world: ingressWorld,
 			svc:   gateway(structs.ServiceKindIngressGateway, "ingress", 0),
@@ -241,7 +263,11 @@ func goldenCases() []goldenCase {
 func TestGolden(t *testing.T) {
 	for _, tc := range goldenCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			snap := snapshot(t, tc.world(), tc.svc, tc.want)
+			build := snapshot
+			if tc.snapshot != nil {
+				build = tc.snapshot
+			}
+			snap := build(t, tc.world(), tc.svc, tc.want)
 			res, err := Generate(snap)
 			if err != nil {
 				t.Fatal(err)

@@ -153,3 +153,27 @@ func meshGatewayWorld() *world {
 	w.meshGateways["dc3"] = structs.CheckServiceNodes{}
 	return w
 }
+
+// exposeWorld has web as an HTTP service whose service-defaults expose
+// /ready, and db behind web's upstream.
+func exposeWorld() *world {
+	w := newWorld()
+	w.entries = []structs.ConfigEntry{
+		&structs.ServiceConfigEntry{Kind: structs.ServiceDefaults, Name: "web", Protocol: "http", Expose: structs.ExposeConfig{
+			Paths: []structs.ExposePath{{Path: "/ready", ListenerPort: 21502, LocalPathPort: 9091}},
+		}},
+	}
+	w.connect["db/dc1"] = sidecars("db", "dc1", inst{addr: "10.0.1.1"})
+	return w
+}
+
+// exposeSidecar is web's sidecar exposing its HTTP health path and its
+// gRPC health check.
+func exposeSidecar() *structs.NodeService {
+	s := sidecar("web", structs.Upstream{DestinationName: "db", LocalBindPort: 9191})
+	s.Proxy.Expose.Paths = []structs.ExposePath{
+		{Path: "/health", ListenerPort: 21500, LocalPathPort: 8080, Protocol: "http"},
+		{Path: "/grpc.health.v1.Health/Check", ListenerPort: 21501, LocalPathPort: 9090, Protocol: "http2"},
+	}
+	return s
+}

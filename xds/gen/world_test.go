@@ -14,6 +14,7 @@ import (
 
 	"github.com/trellis-mesh/trellis/connect/discoverychain"
 	"github.com/trellis-mesh/trellis/proxycfg"
+	"github.com/trellis-mesh/trellis/proxycfg/datasources/query"
 	"github.com/trellis-mesh/trellis/structs"
 )
 
@@ -110,6 +111,10 @@ func (w *world) leaf(service string) *structs.IssuedCert {
 // upstream defaults instead of being merged field by field).
 func (w *world) serviceConfig(name string, upstreams []string) *proxycfg.ServiceConfigResponse {
 	resp := &proxycfg.ServiceConfigResponse{Protocol: structs.DefaultServiceProtocol}
+	// Expose paths merge as the server merges them (its own function).
+	pdEntry, _ := w.entry(structs.ProxyDefaults, structs.ProxyConfigGlobal).(*structs.ProxyConfigEntry)
+	sdEntry, _ := w.entry(structs.ServiceDefaults, name).(*structs.ServiceConfigEntry)
+	resp.Expose = query.MergeServiceConfig(pdEntry, sdEntry, nil).Expose
 	if pd, ok := w.entry(structs.ProxyDefaults, structs.ProxyConfigGlobal).(*structs.ProxyConfigEntry); ok {
 		if p := pd.Protocol(); p != "" {
 			resp.Protocol = p
@@ -380,6 +385,11 @@ func complete(s *proxycfg.ConfigSnapshot, dc string, want int) error {
 	}
 	switch {
 	case s.ConnectProxy != nil:
+		// The resolved service config carries proxy-defaults' Config and
+		// central expose paths; a snapshot may be valid before it is in.
+		if s.ConnectProxy.ServiceConfig == nil {
+			return errors.New("no resolved service config")
+		}
 		return upstreamsKnown(s.ConnectProxy.Upstreams)
 	case s.IngressGateway != nil:
 		return upstreamsKnown(s.IngressGateway.Upstreams)

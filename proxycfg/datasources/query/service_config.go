@@ -78,8 +78,13 @@ func MergeServiceConfig(pd *structs.ProxyConfigEntry, sd *structs.ServiceConfigE
 	if sd.MeshGateway.Mode != "" {
 		out.MeshGateway = sd.MeshGateway
 	}
-	if sd.Expose.Checks || len(sd.Expose.Paths) > 0 {
-		out.Expose = sd.Expose
+	// As Consul: Checks is ORed, and service-defaults' paths replace
+	// proxy-defaults' only when it lists some.
+	if sd.Expose.Checks {
+		out.Expose.Checks = true
+	}
+	if len(sd.Expose.Paths) > 0 {
+		out.Expose.Paths = sd.Expose.Paths
 	}
 	uc := sd.UpstreamConfig
 	if uc == nil {

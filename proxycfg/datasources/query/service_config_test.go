@@ -43,6 +43,20 @@ func TestMergeServiceConfig(t *testing.T) {
 			},
 		},
 		{
+			name: "expose: checks ORed, paths kept unless service-defaults lists some",
+			pd:   &structs.ProxyConfigEntry{Expose: structs.ExposeConfig{Paths: []structs.ExposePath{{Path: "/health", LocalPathPort: 8080, ListenerPort: 21500}}}},
+			sd:   &structs.ServiceConfigEntry{Expose: structs.ExposeConfig{Checks: true}},
+			want: &structs.ServiceConfigResponse{Protocol: "tcp",
+				Expose: structs.ExposeConfig{Checks: true, Paths: []structs.ExposePath{{Path: "/health", LocalPathPort: 8080, ListenerPort: 21500}}}},
+		},
+		{
+			name: "expose: service-defaults' paths replace proxy-defaults'",
+			pd:   &structs.ProxyConfigEntry{Expose: structs.ExposeConfig{Checks: true, Paths: []structs.ExposePath{{Path: "/health", LocalPathPort: 8080, ListenerPort: 21500}}}},
+			sd:   &structs.ServiceConfigEntry{Expose: structs.ExposeConfig{Paths: []structs.ExposePath{{Path: "/ready", LocalPathPort: 8080, ListenerPort: 21501}}}},
+			want: &structs.ServiceConfigResponse{Protocol: "tcp",
+				Expose: structs.ExposeConfig{Checks: true, Paths: []structs.ExposePath{{Path: "/ready", LocalPathPort: 8080, ListenerPort: 21501}}}},
+		},
+		{
 			name: "upstream defaults overlaid with overrides",
 			sd: &structs.ServiceConfigEntry{UpstreamConfig: &structs.UpstreamConfiguration{
 				Defaults: &structs.UpstreamConfig{ConnectTimeoutMs: 1000, Protocol: "http"},
