@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"runtime"
 	"runtime/pprof"
+	"runtime/trace"
 	"slices"
 	"strconv"
 	"strings"
@@ -48,6 +49,11 @@ const (
 	// during the measured iterations: <file>.base is written before them,
 	// <file> after; compare with go tool pprof -base <file>.base <file>.
 	xdsBenchAllocProfileEnv = "TRELLIS_XDSBENCH_ALLOCPROFILE"
+	// xdsBenchTraceEnv names a file for an execution trace of the agent
+	// during the measured iterations (go tool trace <file>): when each
+	// proxy's coalescing timer fired, and how long its goroutines waited
+	// for a core.
+	xdsBenchTraceEnv = "TRELLIS_XDSBENCH_TRACE"
 )
 
 // BenchmarkXDSEndpointChange measures how an agent serving many Envoy
@@ -66,7 +72,8 @@ const (
 // TRELLIS_XDSBENCH_CLIENT_CPUPROFILE=<file> (the simulated Envoys) and
 // TRELLIS_XDSBENCH_HEAPPROFILE=<file> (the agent's heap once connected) and
 // TRELLIS_XDSBENCH_ALLOCPROFILE=<file> (the agent's allocations during the
-// iterations).
+// iterations) and TRELLIS_XDSBENCH_TRACE=<file> (an execution trace of the
+// agent during the iterations).
 //
 // Set-up (once per sub-benchmark, not timed): one in-process -dev agent
 // (a server that is its own client agent; CA signing rate limit lifted so
@@ -207,6 +214,10 @@ func (env *xdsBenchEnv) run(b *testing.B) {
 	clientCPU0 := env.envoys.cpu(b)
 	if path := os.Getenv(xdsBenchServerProfileEnv); path != "" {
 		stop := startCPUProfile(b, path)
+		defer stop()
+	}
+	if path := os.Getenv(xdsBenchTraceEnv); path != "" {
+		stop := startTrace(b, path)
 		defer stop()
 	}
 	allocPath := os.Getenv(xdsBenchAllocProfileEnv)
@@ -475,6 +486,23 @@ func startCPUProfile(b *testing.B, path string) func() {
 	}
 	return func() {
 		pprof.StopCPUProfile()
+		f.Close()
+	}
+}
+
+// startTrace writes an execution trace of this process to path until the
+// returned function is called.
+func startTrace(b *testing.B, path string) func() {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := trace.Start(f); err != nil {
+		f.Close()
+		b.Fatal(err)
+	}
+	return func() {
+		trace.Stop()
 		f.Close()
 	}
 }
