@@ -201,11 +201,33 @@ func (s *Server) serviceNodes(w http.ResponseWriter, r *http.Request, prefix str
 // catalogNodeServices handles GET /v1/catalog/node/<node>. A missing node is
 // 200 null, as in Consul.
 func (s *Server) catalogNodeServices(w http.ResponseWriter, r *http.Request) (any, error) {
+	found, err := s.readNodeServices(w, r, "/v1/catalog/node/")
+	if err != nil {
+		return nil, err
+	}
+	if found == nil {
+		return nullJSON{}, nil
+	}
+	ns := &structs.NodeServices{
+		Node:     cleanNode(found.Node),
+		Services: make(map[string]*structs.NodeService, len(found.Services)),
+	}
+	for id, svc := range found.Services {
+		if svc != nil {
+			ns.Services[id] = cleanService(svc)
+		}
+	}
+	return ns, nil
+}
+
+// readNodeServices reads the services of the node named in the path
+// after prefix; nil (and no error) when the node does not exist.
+func (s *Server) readNodeServices(w http.ResponseWriter, r *http.Request, prefix string) (*structs.NodeServices, error) {
 	var args structs.NodeSpecificRequest
 	if err := s.parseQuery(r, &args.QueryOptions); err != nil {
 		return nil, err
 	}
-	args.Node = pathSuffix(r, "/v1/catalog/node/")
+	args.Node = pathSuffix(r, prefix)
 	if args.Node == "" {
 		return nil, badRequest("Missing node name")
 	}
@@ -215,39 +237,21 @@ func (s *Server) catalogNodeServices(w http.ResponseWriter, r *http.Request) (an
 		return nil, err
 	}
 	if out.NodeServices == nil || out.NodeServices.Node == nil {
-		return nullJSON{}, nil
+		return nil, nil
 	}
-	ns := &structs.NodeServices{
-		Node:     cleanNode(out.NodeServices.Node),
-		Services: make(map[string]*structs.NodeService, len(out.NodeServices.Services)),
-	}
-	for id, svc := range out.NodeServices.Services {
-		if svc != nil {
-			ns.Services[id] = cleanService(svc)
-		}
-	}
-	return ns, nil
+	return out.NodeServices, nil
 }
 
 // catalogNodeServiceList handles GET /v1/catalog/node-services/<node>: the
 // node's services as a list sorted by ID. A missing node is 200 with a null
 // Node and no services, as in Consul.
 func (s *Server) catalogNodeServiceList(w http.ResponseWriter, r *http.Request) (any, error) {
-	var args structs.NodeSpecificRequest
-	if err := s.parseQuery(r, &args.QueryOptions); err != nil {
-		return nil, err
-	}
-	args.Node = pathSuffix(r, "/v1/catalog/node-services/")
-	if args.Node == "" {
-		return nil, badRequest("Missing node name")
-	}
-	var out structs.IndexedNodeServices
-	defer setMeta(w, &out.QueryMeta, &args.QueryOptions)
-	if err := s.rpc.RPC(r.Context(), structs.MethodCatalogNodeServices, &args, &out); err != nil {
+	found, err := s.readNodeServices(w, r, "/v1/catalog/node-services/")
+	if err != nil {
 		return nil, err
 	}
 	list := nodeServiceList{Services: []*structs.NodeService{}}
-	if ns := out.NodeServices; ns != nil && ns.Node != nil {
+	if ns := found; ns != nil {
 		list.Node = cleanNode(ns.Node)
 		for _, svc := range ns.Services {
 			if svc != nil {
