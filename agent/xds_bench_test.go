@@ -476,33 +476,28 @@ func readMem() memSample {
 // startCPUProfile profiles this process into path until the returned
 // function is called (go test's -cpuprofile covers the set-up too).
 func startCPUProfile(b *testing.B, path string) func() {
-	f, err := os.Create(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := pprof.StartCPUProfile(f); err != nil {
-		f.Close()
-		b.Fatal(err)
-	}
-	return func() {
-		pprof.StopCPUProfile()
-		f.Close()
-	}
+	return startRecording(b, path, pprof.StartCPUProfile, pprof.StopCPUProfile)
 }
 
 // startTrace writes an execution trace of this process to path until the
 // returned function is called.
 func startTrace(b *testing.B, path string) func() {
+	return startRecording(b, path, trace.Start, trace.Stop)
+}
+
+// startRecording runs start into a new file at path; the returned function
+// stops it and closes the file.
+func startRecording(b *testing.B, path string, start func(io.Writer) error, stop func()) func() {
 	f, err := os.Create(path)
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := trace.Start(f); err != nil {
+	if err := start(f); err != nil {
 		f.Close()
 		b.Fatal(err)
 	}
 	return func() {
-		trace.Stop()
+		stop()
 		f.Close()
 	}
 }
