@@ -291,7 +291,7 @@ type ProxyConfigEntry struct {
 	MutualTLSMode        MutualTLSMode                        `json:",omitempty" alias:"mutual_tls_mode"`
 	MeshGateway          MeshGatewayConfig                    `json:",omitempty" alias:"mesh_gateway"`
 	Expose               ExposeConfig                         `json:",omitempty"`
-	AccessLogs           map[string]interface{}               `json:",omitempty" alias:"access_logs"`
+	AccessLogs           AccessLogsConfig                     `json:",omitempty" alias:"access_logs"`
 	EnvoyExtensions      []EnvoyExtension                     `json:",omitempty" alias:"envoy_extensions"`
 	FailoverPolicy       *ServiceResolverFailoverPolicy       `json:",omitempty" alias:"failover_policy"`
 	PrioritizeByLocality *ServiceResolverPrioritizeByLocality `json:",omitempty" alias:"prioritize_by_locality"`
@@ -327,6 +327,11 @@ func (e *ProxyConfigEntry) Validate() error {
 	if e.Name != ProxyConfigGlobal {
 		return fmt.Errorf("invalid name (%q), only %q is supported", e.Name, ProxyConfigGlobal)
 	}
+	// Checked first, as Consul does: a bad access-log setting is what the
+	// writer hears about even when Meta is wrong too.
+	if err := e.AccessLogs.Validate(); err != nil {
+		return err
+	}
 	if err := validateConfigEntryMeta(e.Meta); err != nil {
 		return err
 	}
@@ -343,6 +348,71 @@ func (e *ProxyConfigEntry) Protocol() string {
 		}
 	}
 	return ""
+}
+
+// LogSinkType is where a proxy writes its access logs.
+type LogSinkType string
+
+// Access-log sinks, with Consul's names. The default ("") is stdout.
+const (
+	DefaultLogSinkType LogSinkType = ""
+	FileLogSinkType    LogSinkType = "file"
+	StdErrLogSinkType  LogSinkType = "stderr"
+	StdOutLogSinkType  LogSinkType = "stdout"
+)
+
+// AccessLogsConfig is proxy-defaults' AccessLogs: whether every proxy
+// logs the connections and requests through it, where, and in which
+// format. The zero value logs nothing. It is comparable, so that
+// generators can key reuse on its value.
+type AccessLogsConfig struct {
+	// Enabled turns access logging on for every proxy.
+	Enabled bool `json:",omitempty"`
+	// DisableListenerLogs turns off the listener-level logs only: those of
+	// connections that match no filter chain of a listener.
+	DisableListenerLogs bool `json:",omitempty" alias:"disable_listener_logs"`
+	// Type is the sink: stdout (the default), stderr or file.
+	Type LogSinkType `json:",omitempty"`
+	// Path is the file written to; only with Type file, where it is
+	// required.
+	Path string `json:",omitempty"`
+	// JSONFormat (a JSON object of Envoy format strings) and TextFormat
+	// (an Envoy format string) choose the log line's encoding; at most
+	// one may be set. With neither, Consul's default JSON format is used.
+	JSONFormat string `json:",omitempty" alias:"json_format"`
+	TextFormat string `json:",omitempty" alias:"text_format"`
+}
+
+// Validate rejects what Consul rejects when the proxy-defaults entry is
+// written, with Consul's messages: an unknown sink, a file sink without a
+// path, a path for another sink, both formats, and a JSON format that is
+// not JSON. It does not require Enabled: a disabled configuration is
+// checked all the same, as in Consul. A JSON format that is valid JSON
+// but not an object passes here, as in Consul; generation then leaves the
+// logs out.
+func (c *AccessLogsConfig) Validate() error {
+	switch c.Type {
+	case DefaultLogSinkType, StdOutLogSinkType, StdErrLogSinkType:
+	case FileLogSinkType:
+		if c.Path == "" {
+			return errors.New("path must be specified when using file type access logs")
+		}
+	default:
+		return fmt.Errorf("invalid access log type: %s", c.Type)
+	}
+	if c.JSONFormat != "" && c.TextFormat != "" {
+		return errors.New("cannot specify both access log JSONFormat and TextFormat")
+	}
+	if c.Type != FileLogSinkType && c.Path != "" {
+		return errors.New("path is only valid for file type access logs")
+	}
+	if c.JSONFormat != "" {
+		var msg json.RawMessage
+		if err := json.Unmarshal([]byte(c.JSONFormat), &msg); err != nil {
+			return fmt.Errorf("invalid access log json for JSON format: %w", err)
+		}
+	}
+	return nil
 }
 
 // MeshConfigEntry (kind mesh, always named "mesh") holds mesh-wide

@@ -40,6 +40,9 @@ type ServiceConfigResponse struct {
 	MutualTLSMode    MutualTLSMode
 	MeshGateway      MeshGatewayConfig
 	Expose           ExposeConfig
+	// AccessLogs is proxy-defaults' AccessLogs (service-defaults has
+	// none): every proxy's access logging.
+	AccessLogs AccessLogsConfig
 	// UpstreamConfigs holds, for each requested upstream name (and any
 	// upstream the service's UpstreamConfig.Overrides name), the
 	// service's UpstreamConfig.Defaults overlaid with its override for

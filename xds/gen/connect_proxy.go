@@ -106,6 +106,7 @@ func (b *builder) connectUpstream(u *proxycfg.UpstreamSnapshot, leaf *structs.Is
 			Address:          socketAddress(addr, def.LocalBindPort),
 			FilterChains:     []*listenerv3.FilterChain{{Filters: []*listenerv3.Filter{filter}}},
 			TrafficDirection: corev3.TrafficDirection_OUTBOUND,
+			AccessLog:        b.listenerAccessLogs(),
 		})
 	}
 	return filter, nil
@@ -201,11 +202,12 @@ func (b *builder) publicListener(cp *proxycfg.ConnectProxySnapshot) error {
 			filters:           []*hcmv3.HttpFilter{b.httpRBAC(cp.Intentions, b.snap.IntentionDefaultAllow)},
 			http2:             isHTTP2Protocol(protocol),
 			forwardClientCert: true,
+			accessLogs:        b.filterAccessLogs(),
 		}))
 	} else {
 		filters = append(filters,
 			b.networkRBAC(cp.Intentions, b.snap.IntentionDefaultAllow),
-			b.tcpProxy(publicListenerPrefix, localAppCluster))
+			b.tcpProxy(publicListenerPrefix, localAppCluster, b.filterAccessLogs()...))
 	}
 	name := listenerName(publicListenerPrefix, addr, port)
 	b.addListener(&listenerv3.Listener{
@@ -216,6 +218,7 @@ func (b *builder) publicListener(cp *proxycfg.ConnectProxySnapshot) error {
 			TransportSocket: b.meshDownstreamTLS(cp.Leaf),
 		}},
 		TrafficDirection: corev3.TrafficDirection_INBOUND,
+		AccessLog:        b.listenerAccessLogs(),
 	})
 	return nil
 }
@@ -237,6 +240,7 @@ func (b *builder) upstreamFilter(u *proxycfg.UpstreamSnapshot) (*listenerv3.Filt
 			statPrefix: chainStatPrefix(chain),
 			rds:        name,
 			http2:      isHTTP2Protocol(chain.Protocol),
+			accessLogs: b.filterAccessLogs(),
 		}), nil
 	}
 	cluster, weighted, err := chainTCPDestination(chain)
@@ -244,7 +248,7 @@ func (b *builder) upstreamFilter(u *proxycfg.UpstreamSnapshot) (*listenerv3.Filt
 		return nil, err
 	}
 	if weighted != nil {
-		return b.tcpProxyWeighted(chainStatPrefix(chain), weighted), nil
+		return b.tcpProxyWeighted(chainStatPrefix(chain), weighted, b.filterAccessLogs()...), nil
 	}
-	return b.tcpProxy(chainStatPrefix(chain), cluster), nil
+	return b.tcpProxy(chainStatPrefix(chain), cluster, b.filterAccessLogs()...), nil
 }

@@ -183,8 +183,10 @@ func (b *builder) exposedPaths(cp *proxycfg.ConnectProxySnapshot) {
 				statPrefix:  filterName,
 				routeConfig: rc,
 				http2:       proto == "http2",
+				accessLogs:  b.filterAccessLogs(),
 			})}}},
 			TrafficDirection: corev3.TrafficDirection_INBOUND,
+			AccessLog:        b.listenerAccessLogs(),
 		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"net"
 	"time"
 
+	accesslogv3 "github.com/envoyproxy/go-control-plane/envoy/config/accesslog/v3"
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	routev3 "github.com/envoyproxy/go-control-plane/envoy/config/route/v3"
@@ -68,19 +69,23 @@ func (b *builder) originalDst() *listenerv3.ListenerFilter {
 	}
 }
 
-// tcpProxy forwards a connection to one cluster.
-func (b *builder) tcpProxy(statPrefix, cluster string) *listenerv3.Filter {
+// tcpProxy forwards a connection to one cluster, logging it with logs
+// (access_logs.go; none for gateways).
+func (b *builder) tcpProxy(statPrefix, cluster string, logs ...*accesslogv3.AccessLog) *listenerv3.Filter {
 	return b.networkFilter(wellknown.TCPProxy, &tcpproxyv3.TcpProxy{
 		StatPrefix:       statPrefix,
 		ClusterSpecifier: &tcpproxyv3.TcpProxy_Cluster{Cluster: cluster},
+		AccessLog:        logs,
 	})
 }
 
-// tcpProxyWeighted forwards connections to weighted clusters.
-func (b *builder) tcpProxyWeighted(statPrefix string, clusters []*tcpproxyv3.TcpProxy_WeightedCluster_ClusterWeight) *listenerv3.Filter {
+// tcpProxyWeighted forwards connections to weighted clusters, logging
+// them with logs.
+func (b *builder) tcpProxyWeighted(statPrefix string, clusters []*tcpproxyv3.TcpProxy_WeightedCluster_ClusterWeight, logs ...*accesslogv3.AccessLog) *listenerv3.Filter {
 	return b.networkFilter(wellknown.TCPProxy, &tcpproxyv3.TcpProxy{
 		StatPrefix:       statPrefix,
 		ClusterSpecifier: &tcpproxyv3.TcpProxy_WeightedClusters{WeightedClusters: &tcpproxyv3.TcpProxy_WeightedCluster{Clusters: clusters}},
+		AccessLog:        logs,
 	})
 }
 
@@ -98,6 +103,8 @@ type hcmOpts struct {
 	// the application learns who called it.
 	forwardClientCert bool
 	websocket         bool
+	// accessLogs log every request (access_logs.go); none for gateways.
+	accessLogs []*accesslogv3.AccessLog
 }
 
 func (b *builder) httpConnectionManager(o hcmOpts) *listenerv3.Filter {
@@ -105,6 +112,7 @@ func (b *builder) httpConnectionManager(o hcmOpts) *listenerv3.Filter {
 		CodecType:   hcmv3.HttpConnectionManager_AUTO,
 		StatPrefix:  o.statPrefix,
 		HttpFilters: append(append([]*hcmv3.HttpFilter{}, o.filters...), b.routerFilter()),
+		AccessLog:   o.accessLogs,
 	}
 	if o.routeConfig != nil {
 		hcm.RouteSpecifier = &hcmv3.HttpConnectionManager_RouteConfig{RouteConfig: o.routeConfig}

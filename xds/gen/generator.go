@@ -104,15 +104,19 @@ type memo struct {
 
 // upstreamKey is every input of an upstream's clusters, routes and
 // listener: the parts of its UpstreamSnapshot other than the endpoints,
-// which proxycfg keeps (same pointers) when only endpoints change.
+// which proxycfg keeps (same pointers) when only endpoints change, and
+// proxy-defaults' access logs (by value: the resolved service config is
+// a new value whenever any entry behind it changes, the access logs
+// rarely).
 type upstreamKey struct {
-	def   *structs.Upstream
-	cfg   *structs.UpstreamConfig
-	chain *structs.CompiledDiscoveryChain
-	leaf  *structs.IssuedCert
-	roots *structs.IndexedCARoots
-	mesh  *structs.MeshConfigEntry
-	dc    string
+	def        *structs.Upstream
+	cfg        *structs.UpstreamConfig
+	chain      *structs.CompiledDiscoveryChain
+	leaf       *structs.IssuedCert
+	roots      *structs.IndexedCARoots
+	mesh       *structs.MeshConfigEntry
+	dc         string
+	accessLogs structs.AccessLogsConfig
 }
 
 // endpointsKey is every input of an upstream's endpoint sets: any change
@@ -201,7 +205,11 @@ func (m *memo) store(id partID, p *part) {
 }
 
 func (b *builder) upstreamKey(u *proxycfg.UpstreamSnapshot, leaf *structs.IssuedCert) upstreamKey {
-	return upstreamKey{def: u.Upstream, cfg: u.Config, chain: u.Chain, leaf: leaf, roots: b.snap.Roots, mesh: b.snap.MeshConfig, dc: b.snap.Datacenter}
+	k := upstreamKey{def: u.Upstream, cfg: u.Config, chain: u.Chain, leaf: leaf, roots: b.snap.Roots, mesh: b.snap.MeshConfig, dc: b.snap.Datacenter}
+	if c := b.sidecarAccessLogs(); c != nil {
+		k.accessLogs = *c
+	}
+	return k
 }
 
 func (b *builder) endpointsKey(u *proxycfg.UpstreamSnapshot) endpointsKey {

@@ -214,6 +214,20 @@ func goldenCases() []goldenCase {
 			},
 		},
 		{
+			// proxy-defaults' AccessLogs enabled with Consul's defaults:
+			// every listener logs unmatched connections, every
+			// connection manager and tcp_proxy its traffic, to stdout in
+			// Consul's default JSON format.
+			name:  "access-logs",
+			world: accessLogsWorld(nil),
+			svc:   accessLogsSidecar(),
+			want:  2,
+			check: func(t *testing.T, res Resources) {
+				requireNames(t, res, ListenerType, "public_listener:10.0.0.1:21000", "db:127.0.0.1:9191", "api:127.0.0.1:9292")
+				requireAccessLogs(t, res, accessLogWant{listener: 1, filter: 1, check: checkStdoutDefaultJSON})
+			},
+		},
+		{
 			name:  "ingress-gateway",
 			world: ingressWorld,
 			svc:   gateway(structs.ServiceKindIngressGateway, "ingress", 0),

@@ -177,3 +177,29 @@ func exposeSidecar() *structs.NodeService {
 	}
 	return s
 }
+
+// accessLogsWorld has db (TCP) and api (HTTP) behind web's upstreams and
+// proxy-defaults turning access logs on with Consul's defaults (stdout,
+// the default JSON format, listener logs) plus any edit of them.
+func accessLogsWorld(edit func(*structs.AccessLogsConfig)) func() *world {
+	return func() *world {
+		w := newWorld()
+		logs := structs.AccessLogsConfig{Enabled: true}
+		if edit != nil {
+			edit(&logs)
+		}
+		w.entries = append(httpDefaults("api"),
+			&structs.ProxyConfigEntry{Kind: structs.ProxyDefaults, Name: structs.ProxyConfigGlobal, AccessLogs: logs})
+		w.connect["db/dc1"] = sidecars("db", "dc1", inst{addr: "10.0.1.1"})
+		w.connect["api/dc1"] = sidecars("api", "dc1", inst{addr: "10.0.2.1"})
+		return w
+	}
+}
+
+// accessLogsSidecar is web's sidecar with a TCP (db) and an HTTP (api)
+// upstream.
+func accessLogsSidecar() *structs.NodeService {
+	return sidecar("web",
+		structs.Upstream{DestinationName: "db", LocalBindPort: 9191},
+		structs.Upstream{DestinationName: "api", LocalBindPort: 9292})
+}

@@ -59,6 +59,7 @@ func (b *builder) transparentListener(cp *proxycfg.ConnectProxySnapshot, chains 
 		Address:          socketAddress(addr, port),
 		ListenerFilters:  []*listenerv3.ListenerFilter{b.originalDst()},
 		TrafficDirection: corev3.TrafficDirection_OUTBOUND,
+		AccessLog:        b.listenerAccessLogs(),
 	}
 	claimed := map[dest]bool{}
 	for _, oc := range chains {
@@ -104,7 +105,7 @@ func (b *builder) transparentListener(cp *proxycfg.ConnectProxySnapshot, chains 
 		})
 		l.DefaultFilterChain = &listenerv3.FilterChain{
 			Name:    originalDstCluster,
-			Filters: []*listenerv3.Filter{b.tcpProxy("upstream."+originalDstCluster, originalDstCluster)},
+			Filters: []*listenerv3.Filter{b.tcpProxy("upstream."+originalDstCluster, originalDstCluster, b.filterAccessLogs()...)},
 		}
 	}
 	if len(l.FilterChains) == 0 && l.DefaultFilterChain == nil {

@@ -121,6 +121,7 @@ func (w *world) serviceConfig(name string, upstreams []string) *proxycfg.Service
 		}
 		resp.ProxyConfig = maps.Clone(pd.Config)
 		resp.Mode, resp.TransparentProxy, resp.MeshGateway = pd.Mode, pd.TransparentProxy, pd.MeshGateway
+		resp.AccessLogs = pd.AccessLogs // as the server: proxy-defaults alone sets it
 	}
 	if sd, ok := w.entry(structs.ServiceDefaults, name).(*structs.ServiceConfigEntry); ok {
 		if sd.Protocol != "" {

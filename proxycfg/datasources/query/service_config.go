@@ -55,6 +55,7 @@ func MergeServiceConfig(pd *structs.ProxyConfigEntry, sd *structs.ServiceConfigE
 		out.MutualTLSMode = pd.MutualTLSMode
 		out.MeshGateway = pd.MeshGateway
 		out.Expose = pd.Expose
+		out.AccessLogs = pd.AccessLogs
 	}
 	if sd == nil {
 		return out

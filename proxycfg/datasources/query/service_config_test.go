@@ -57,6 +57,17 @@ func TestMergeServiceConfig(t *testing.T) {
 				Expose: structs.ExposeConfig{Checks: true, Paths: []structs.ExposePath{{Path: "/ready", LocalPathPort: 8080, ListenerPort: 21501}}}},
 		},
 		{
+			name: "access logs come from proxy-defaults, service-defaults has none",
+			pd: &structs.ProxyConfigEntry{AccessLogs: structs.AccessLogsConfig{
+				Enabled: true, Type: structs.FileLogSinkType, Path: "/var/log/envoy.log", TextFormat: "%START_TIME%",
+			}},
+			sd: &structs.ServiceConfigEntry{Protocol: "http"},
+			want: &structs.ServiceConfigResponse{
+				ProxyConfig: map[string]any{"protocol": "http"}, Protocol: "http",
+				AccessLogs: structs.AccessLogsConfig{Enabled: true, Type: structs.FileLogSinkType, Path: "/var/log/envoy.log", TextFormat: "%START_TIME%"},
+			},
+		},
+		{
 			name: "upstream defaults overlaid with overrides",
 			sd: &structs.ServiceConfigEntry{UpstreamConfig: &structs.UpstreamConfiguration{
 				Defaults: &structs.UpstreamConfig{ConnectTimeoutMs: 1000, Protocol: "http"},
