@@ -14,11 +14,13 @@ import (
 // wildcards expanded). Each service becomes an upstream, with its
 // discovery chain and the endpoints of every chain target, exactly as a
 // sidecar's upstream (upstreamSet); the listener's protocol is passed as
-// the chain's protocol override, as Consul does.
+// the chain's protocol override, as Consul does. It also watches its own
+// resolved service config (watchGatewayServiceConfig).
 //
 // Valid once the roots, the mesh entry, the leaf, the config entry (or
 // its absence) and the gateway services are known.
 type ingressGateway struct {
+	svcConfig   *ServiceConfigResponse
 	leaf        *structs.IssuedCert
 	entry       *structs.IngressGatewayConfigEntry
 	entrySet    bool
@@ -45,14 +47,37 @@ func (g *ingressGateway) start(s *state) error {
 		return err
 	}
 	gsReq := &structs.ServiceSpecificRequest{ServiceName: name, QueryOptions: s.query()}
-	_, err := s.reg.ensure(s.ctx, watchKey{kind: watchGatewayServices}, gsReq, func(ctx context.Context, corr string) error {
+	if _, err := s.reg.ensure(s.ctx, watchKey{kind: watchGatewayServices}, gsReq, func(ctx context.Context, corr string) error {
 		return s.m.ds.GatewayServices.Notify(ctx, gsReq, corr, s.events)
+	}); err != nil {
+		return err
+	}
+	return watchGatewayServiceConfig(s)
+}
+
+// watchGatewayServiceConfig watches a gateway's own resolved service
+// config, as a sidecar watches its destination's (same data source and
+// request shape; a gateway has no upstreams to resolve). In Consul every
+// proxy kind gets proxy-defaults (access logs above all) merged into its
+// registration; here the gateways read it from this watch. No gateway
+// waits for it: its snapshot is delivered without, and the config's
+// arrival (or any later change) makes a new one.
+func watchGatewayServiceConfig(s *state) error {
+	req := &ServiceConfigRequest{Name: s.svc.Service, QueryOptions: s.query()}
+	_, err := s.reg.ensure(s.ctx, watchKey{kind: watchServiceConfig}, req, func(ctx context.Context, corr string) error {
+		return s.m.ds.ResolvedServiceConfig.Notify(ctx, req, corr, s.events)
 	})
 	return err
 }
 
 func (g *ingressGateway) handle(s *state, w *watch, ev UpdateEvent) bool {
 	switch w.kind {
+	case watchServiceConfig:
+		r, ok := resultAs[ServiceConfigResponse](s, ev)
+		if ok {
+			g.svcConfig = r
+		}
+		return ok
 	case watchLeaf:
 		r, ok := resultAs[structs.IssuedCert](s, ev)
 		if ok {
@@ -142,9 +167,10 @@ func (g *ingressGateway) valid() bool {
 
 func (g *ingressGateway) fill(snap *ConfigSnapshot) {
 	snap.IngressGateway = &IngressGatewaySnapshot{
-		Leaf:      g.leaf,
-		Config:    g.entry,
-		Listeners: g.listeners,
-		Upstreams: g.ups.snapshot(),
+		Leaf:          g.leaf,
+		Config:        g.entry,
+		Listeners:     g.listeners,
+		Upstreams:     g.ups.snapshot(),
+		ServiceConfig: g.svcConfig,
 	}
 }

@@ -14,13 +14,15 @@ import (
 // incoming SNI to them); every service-resolver entry (subsets); the
 // known datacenters and, per other datacenter, its mesh gateways (the
 // gateway forwards traffic for remote datacenters to them). Services and
-// datacenters that disappear lose their watches.
+// datacenters that disappear lose their watches. It also watches its own
+// resolved service config (watchGatewayServiceConfig).
 //
 // Valid once the roots, the mesh entry, the service list and the
 // resolvers are known. Not supported: WAN federation of servers through
 // mesh gateways, peering, and the gateway's own leaf (Consul needs one
 // only for those).
 type meshGateway struct {
+	svcConfig    *ServiceConfigResponse
 	servicesSet  bool
 	resolversSet bool
 	// services and gateways are mutated in place and copied into each
@@ -47,14 +49,22 @@ func (g *meshGateway) start(s *state) error {
 		return err
 	}
 	dcReq := &structs.DCSpecificRequest{QueryOptions: s.query()}
-	_, err := s.reg.ensure(s.ctx, watchKey{kind: watchDatacenters}, dcReq, func(ctx context.Context, corr string) error {
+	if _, err := s.reg.ensure(s.ctx, watchKey{kind: watchDatacenters}, dcReq, func(ctx context.Context, corr string) error {
 		return s.m.ds.Datacenters.Notify(ctx, dcReq, corr, s.events)
-	})
-	return err
+	}); err != nil {
+		return err
+	}
+	return watchGatewayServiceConfig(s)
 }
 
 func (g *meshGateway) handle(s *state, w *watch, ev UpdateEvent) bool {
 	switch w.kind {
+	case watchServiceConfig:
+		r, ok := resultAs[ServiceConfigResponse](s, ev)
+		if ok {
+			g.svcConfig = r
+		}
+		return ok
 	case watchServiceList:
 		r, ok := resultAs[structs.IndexedServices](s, ev)
 		if ok {
@@ -159,5 +169,6 @@ func (g *meshGateway) fill(snap *ConfigSnapshot) {
 		Resolvers:            g.resolvers,
 		Datacenters:          g.dcs,
 		GatewaysByDatacenter: gateways,
+		ServiceConfig:        g.svcConfig,
 	}
 }

@@ -145,6 +145,10 @@ type IngressGatewaySnapshot struct {
 	// Upstreams are the exposed services by ID (their name), each with
 	// its chain and endpoints; several listeners may share one.
 	Upstreams map[UpstreamID]*UpstreamSnapshot
+	// ServiceConfig is the gateway's own resolved service config
+	// (proxy-defaults merged with its service-defaults: access logs,
+	// ...), nil until known: snapshots do not wait for it.
+	ServiceConfig *ServiceConfigResponse
 }
 
 // IngressListenerKey identifies an ingress listener.
@@ -170,6 +174,10 @@ type IngressListenerSnapshot struct {
 type TerminatingGatewaySnapshot struct {
 	// Services are the linked services by name.
 	Services map[string]*TerminatingService
+	// ServiceConfig is the gateway's own resolved service config
+	// (proxy-defaults merged with its service-defaults: access logs,
+	// ...), nil until known: snapshots do not wait for it.
+	ServiceConfig *ServiceConfigResponse
 }
 
 // TerminatingService is one service linked to a terminating gateway,
@@ -210,4 +218,8 @@ type MeshGatewaySnapshot struct {
 	// their mesh gateways (a datacenter appears once known).
 	Datacenters          []string
 	GatewaysByDatacenter map[string]structs.CheckServiceNodes
+	// ServiceConfig is the gateway's own resolved service config
+	// (proxy-defaults merged with its service-defaults: access logs,
+	// ...), nil until known: snapshots do not wait for it.
+	ServiceConfig *ServiceConfigResponse
 }

@@ -14,11 +14,13 @@ import (
 // them directly), its leaf (the gateway presents the service's identity to
 // the mesh), the intentions to it (the gateway enforces them), its
 // resolved central config (protocol) and its resolver entry (subsets).
-// Unlinking a service cancels its five watches.
+// Unlinking a service cancels its five watches. It also watches its own
+// resolved service config (watchGatewayServiceConfig).
 //
 // Valid once the roots, the mesh entry and the linked services are known;
 // each TerminatingService says itself whether it is Ready.
 type terminatingGateway struct {
+	svcConfig   *ServiceConfigResponse
 	servicesSet bool
 	// services values are never modified once stored (copy on change);
 	// the map itself is copied into each snapshot.
@@ -28,14 +30,23 @@ type terminatingGateway struct {
 func (g *terminatingGateway) start(s *state) error {
 	g.services = make(map[string]*TerminatingService)
 	req := &structs.ServiceSpecificRequest{ServiceName: s.svc.Service, QueryOptions: s.query()}
-	_, err := s.reg.ensure(s.ctx, watchKey{kind: watchGatewayServices}, req, func(ctx context.Context, corr string) error {
+	if _, err := s.reg.ensure(s.ctx, watchKey{kind: watchGatewayServices}, req, func(ctx context.Context, corr string) error {
 		return s.m.ds.GatewayServices.Notify(ctx, req, corr, s.events)
-	})
-	return err
+	}); err != nil {
+		return err
+	}
+	return watchGatewayServiceConfig(s)
 }
 
 func (g *terminatingGateway) handle(s *state, w *watch, ev UpdateEvent) bool {
-	if w.kind == watchGatewayServices {
+	switch w.kind {
+	case watchServiceConfig: // the gateway's own, not a linked service's
+		r, ok := resultAs[ServiceConfigResponse](s, ev)
+		if ok {
+			g.svcConfig = r
+		}
+		return ok
+	case watchGatewayServices:
 		r, ok := resultAs[IndexedGatewayServices](s, ev)
 		if ok {
 			g.servicesSet = true
@@ -146,5 +157,5 @@ func (g *terminatingGateway) fill(snap *ConfigSnapshot) {
 	for k, v := range g.services {
 		services[k] = v
 	}
-	snap.TerminatingGateway = &TerminatingGatewaySnapshot{Services: services}
+	snap.TerminatingGateway = &TerminatingGatewaySnapshot{Services: services, ServiceConfig: g.svcConfig}
 }

@@ -10,16 +10,18 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
+	"github.com/trellis-mesh/trellis/proxycfg"
 	"github.com/trellis-mesh/trellis/structs"
 )
 
 // Access logs, as Consul's agent/xds/accesslogs makes them from
 // proxy-defaults' AccessLogs: one logger per connection manager and
-// tcp_proxy of a sidecar, and one per listener (unless
+// tcp_proxy of every proxy kind (sidecars and ingress, terminating and
+// mesh gateways alike, as in Consul), and one per listener (unless
 // DisableListenerLogs) that logs only the connections no filter chain
 // matched. The sink (stdout, stderr or a file) is picked by the typed
 // config: envoy.access_loggers.stdout, .stderr (the stream extension) or
-// envoy.access_loggers.file. Gateways get none yet.
+// envoy.access_loggers.file.
 
 // Consul's names for the two kinds of access log (Envoy picks the logger
 // by the typed config; the name only tells them apart in config dumps).
@@ -61,26 +63,38 @@ var defaultAccessLogFormat = [...][2]string{
 	{"upstream_transport_failure_reason", "%UPSTREAM_TRANSPORT_FAILURE_REASON%"},
 }
 
-// sidecarAccessLogs is the sidecar's access-log configuration: its
-// resolved service config's (proxy-defaults'), nil when it has none.
-func (b *builder) sidecarAccessLogs() *structs.AccessLogsConfig {
-	cp := b.snap.ConnectProxy
-	if cp == nil || cp.ServiceConfig == nil {
+// proxyAccessLogs is the proxy's access-log configuration, whatever its
+// kind: the AccessLogs of its resolved service config (proxy-defaults'),
+// nil when the snapshot has none (yet: gateways are delivered before
+// their config is known, and then log nothing until it is).
+func (b *builder) proxyAccessLogs() *structs.AccessLogsConfig {
+	var sc *proxycfg.ServiceConfigResponse
+	switch s := b.snap; {
+	case s.ConnectProxy != nil:
+		sc = s.ConnectProxy.ServiceConfig
+	case s.IngressGateway != nil:
+		sc = s.IngressGateway.ServiceConfig
+	case s.TerminatingGateway != nil:
+		sc = s.TerminatingGateway.ServiceConfig
+	case s.MeshGateway != nil:
+		sc = s.MeshGateway.ServiceConfig
+	}
+	if sc == nil {
 		return nil
 	}
-	return &cp.ServiceConfig.AccessLogs
+	return &sc.AccessLogs
 }
 
-// filterAccessLogs is what a sidecar's connection managers and tcp_proxy
+// filterAccessLogs is what a proxy's connection managers and tcp_proxy
 // filters log with; nil when access logs are off.
 func (b *builder) filterAccessLogs() []*accesslogv3.AccessLog {
-	return b.accessLogs(b.sidecarAccessLogs(), false)
+	return b.accessLogs(b.proxyAccessLogs(), false)
 }
 
-// listenerAccessLogs is what a sidecar's listeners log with; nil when
+// listenerAccessLogs is what a proxy's listeners log with; nil when
 // access logs or listener logs are off.
 func (b *builder) listenerAccessLogs() []*accesslogv3.AccessLog {
-	return b.accessLogs(b.sidecarAccessLogs(), true)
+	return b.accessLogs(b.proxyAccessLogs(), true)
 }
 
 // accessLogs builds the access log of a filter or, with listener set, of

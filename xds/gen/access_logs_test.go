@@ -11,6 +11,7 @@ import (
 	streamv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/access_loggers/stream/v3"
 	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tcpproxyv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/tcp_proxy/v3"
+	"github.com/envoyproxy/go-control-plane/pkg/wellknown"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
@@ -235,14 +236,92 @@ func TestAccessLogs(t *testing.T) {
 	}
 }
 
-// TestAccessLogsGatewaysUnchanged: gateways are out of scope; enabling
-// access logs leaves them as they were.
-func TestAccessLogsGatewaysUnchanged(t *testing.T) {
+// TestAccessLogsGateways: as in Consul, every gateway kind gets
+// proxy-defaults' access logs (through its own resolved service config)
+// on its listeners and on each of their connection managers and
+// tcp_proxies, HTTP and TCP alike; disabled, it gets none.
+func TestAccessLogsGateways(t *testing.T) {
+	withLogs := func(mk func() *world, logs structs.AccessLogsConfig) *world {
+		w := mk()
+		w.entries = append(w.entries, &structs.ProxyConfigEntry{Kind: structs.ProxyDefaults, Name: structs.ProxyConfigGlobal, AccessLogs: logs})
+		return w
+	}
+	gateways := []struct {
+		name  string
+		world func() *world
+		svc   *structs.NodeService
+		want  int
+		// filters are the connection managers and tcp_proxies the
+		// gateway must have, to know each kind of filter is checked.
+		filters []string
+	}{
+		{name: "ingress", world: ingressWorld, svc: gateway(structs.ServiceKindIngressGateway, "ingress", 0), want: 4,
+			filters: []string{wellknown.HTTPConnectionManager, wellknown.TCPProxy}},
+		{name: "terminating", world: terminatingWorld, svc: gateway(structs.ServiceKindTerminatingGateway, "terminating", 8443), want: 2,
+			filters: []string{wellknown.HTTPConnectionManager, wellknown.TCPProxy}},
+		{name: "mesh", world: meshGatewayWorld, svc: gateway(structs.ServiceKindMeshGateway, "mesh-gateway", 8443), want: 2,
+			filters: []string{wellknown.TCPProxy}},
+	}
+	settings := []struct {
+		name string
+		logs structs.AccessLogsConfig
+		want accessLogWant
+	}{
+		{name: "disabled"},
+		{name: "settings without Enabled", logs: structs.AccessLogsConfig{Type: structs.StdErrLogSinkType}},
+		{name: "stdout default JSON", logs: structs.AccessLogsConfig{Enabled: true},
+			want: accessLogWant{listener: 1, filter: 1, check: checkStdoutDefaultJSON}},
+		{name: "file", logs: structs.AccessLogsConfig{Enabled: true, Type: structs.FileLogSinkType, Path: "/var/log/gw.log", TextFormat: "%DURATION%"},
+			want: accessLogWant{listener: 1, filter: 1, check: expectLog("file", "/var/log/gw.log", "", "%DURATION%\n")}},
+		{name: "listener logs disabled", logs: structs.AccessLogsConfig{Enabled: true, DisableListenerLogs: true},
+			want: accessLogWant{listener: 0, filter: 1, check: checkStdoutDefaultJSON}},
+	}
+	for _, gw := range gateways {
+		for _, st := range settings {
+			t.Run(gw.name+"/"+st.name, func(t *testing.T) {
+				res, err := Generate(snapshot(t, withLogs(gw.world, st.logs), gw.svc, gw.want))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := Validate(res); err != nil {
+					t.Fatal(err)
+				}
+				requireAccessLogs(t, res, st.want)
+				have := map[string]bool{}
+				for _, m := range res[ListenerType] {
+					for _, fc := range m.(*listenerv3.Listener).GetFilterChains() {
+						for _, f := range fc.GetFilters() {
+							have[f.GetName()] = true
+						}
+					}
+				}
+				for _, f := range gw.filters {
+					if !have[f] {
+						t.Errorf("no %s filter checked", f)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestAccessLogsGatewayWithoutConfig: a gateway snapshot delivered before
+// its resolved service config is known generates without access logs.
+func TestAccessLogsGatewayWithoutConfig(t *testing.T) {
 	w := terminatingWorld()
 	w.entries = append(w.entries, &structs.ProxyConfigEntry{Kind: structs.ProxyDefaults, Name: structs.ProxyConfigGlobal,
 		AccessLogs: structs.AccessLogsConfig{Enabled: true}})
-	res, err := Generate(snapshot(t, w, gateway(structs.ServiceKindTerminatingGateway, "terminating", 8443), 2))
+	snap := snapshot(t, w, gateway(structs.ServiceKindTerminatingGateway, "terminating", 8443), 2)
+	res, err := Generate(snap)
 	if err != nil {
+		t.Fatal(err)
+	}
+	requireAccessLogs(t, res, accessLogWant{listener: 1, filter: 1, check: checkStdoutDefaultJSON})
+	ns := *snap
+	tg := *snap.TerminatingGateway
+	tg.ServiceConfig = nil
+	ns.TerminatingGateway = &tg
+	if res, err = Generate(&ns); err != nil {
 		t.Fatal(err)
 	}
 	requireAccessLogs(t, res, accessLogWant{})

@@ -70,7 +70,7 @@ func (b *builder) originalDst() *listenerv3.ListenerFilter {
 }
 
 // tcpProxy forwards a connection to one cluster, logging it with logs
-// (access_logs.go; none for gateways).
+// (access_logs.go).
 func (b *builder) tcpProxy(statPrefix, cluster string, logs ...*accesslogv3.AccessLog) *listenerv3.Filter {
 	return b.networkFilter(wellknown.TCPProxy, &tcpproxyv3.TcpProxy{
 		StatPrefix:       statPrefix,
@@ -103,7 +103,7 @@ type hcmOpts struct {
 	// the application learns who called it.
 	forwardClientCert bool
 	websocket         bool
-	// accessLogs log every request (access_logs.go); none for gateways.
+	// accessLogs log every request (access_logs.go).
 	accessLogs []*accesslogv3.AccessLog
 }
 

@@ -206,7 +206,7 @@ func (m *memo) store(id partID, p *part) {
 
 func (b *builder) upstreamKey(u *proxycfg.UpstreamSnapshot, leaf *structs.IssuedCert) upstreamKey {
 	k := upstreamKey{def: u.Upstream, cfg: u.Config, chain: u.Chain, leaf: leaf, roots: b.snap.Roots, mesh: b.snap.MeshConfig, dc: b.snap.Datacenter}
-	if c := b.sidecarAccessLogs(); c != nil {
+	if c := b.proxyAccessLogs(); c != nil {
 		k.accessLogs = *c
 	}
 	return k

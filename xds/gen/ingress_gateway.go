@@ -23,6 +23,8 @@ import (
 // virtual host per service); a TCP listener forwards to its one service
 // and is named after it, "<service>:<addr>:<port>". TLS, when the entry
 // enables it for the gateway or the listener, presents the gateway's leaf.
+// Listeners and their filters log as a sidecar's (access_logs.go; the TCP
+// listener's filter is upstreamFilter's, which logs already).
 func (b *builder) ingressGateway() error {
 	ig := b.snap.IngressGateway
 	if ig == nil {
@@ -132,6 +134,7 @@ func (b *builder) ingressHTTPListener(ig *proxycfg.IngressGatewaySnapshot, l *pr
 		rds:        routeName,
 		http2:      isHTTP2Protocol(l.Key.Protocol),
 		websocket:  true,
+		accessLogs: b.filterAccessLogs(),
 	})}}
 	if ingressTLS(ig, l) {
 		fc.TransportSocket = b.gatewayDownstreamTLS(ig.Leaf, true)
@@ -142,6 +145,7 @@ func (b *builder) ingressHTTPListener(ig *proxycfg.IngressGatewaySnapshot, l *pr
 		Address:          socketAddress(addr, port),
 		FilterChains:     []*listenerv3.FilterChain{fc},
 		TrafficDirection: corev3.TrafficDirection_OUTBOUND,
+		AccessLog:        b.listenerAccessLogs(),
 	})
 	return nil
 }
@@ -168,6 +172,7 @@ func (b *builder) ingressTCPListener(ig *proxycfg.IngressGatewaySnapshot, l *pro
 		Address:          socketAddress(addr, l.Key.Port),
 		FilterChains:     []*listenerv3.FilterChain{fc},
 		TrafficDirection: corev3.TrafficDirection_OUTBOUND,
+		AccessLog:        b.listenerAccessLogs(),
 	})
 	return nil
 }

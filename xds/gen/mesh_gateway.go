@@ -14,6 +14,7 @@ import (
 // "*.<dc>.internal.<trust domain>" and a cluster "<dc>.internal.<trust
 // domain>" of those gateways' WAN addresses. The gateway never terminates
 // TLS: the client's mTLS session goes through to the destination proxy.
+// The listener and its tcp_proxies log as a sidecar's (access_logs.go).
 //
 // Unlike Consul there is no catch-all sni_cluster chain: every cluster the
 // gateway serves has an explicit chain, and an unknown SNI is refused at
@@ -42,7 +43,7 @@ func (b *builder) meshGateway() error {
 			chains = append(chains, &listenerv3.FilterChain{
 				Name:             sni,
 				FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: []string{sni}},
-				Filters:          []*listenerv3.Filter{b.tcpProxy("mesh_gateway_local."+svc+"."+defaultNamespace+"."+defaultPartition+"."+dc, sni)},
+				Filters:          []*listenerv3.Filter{b.tcpProxy("mesh_gateway_local."+svc+"."+defaultNamespace+"."+defaultPartition+"."+dc, sni, b.filterAccessLogs()...)},
 			})
 		}
 	}
@@ -57,7 +58,7 @@ func (b *builder) meshGateway() error {
 		chains = append(chains, &listenerv3.FilterChain{
 			Name:             name,
 			FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: []string{"*." + name}},
-			Filters:          []*listenerv3.Filter{b.tcpProxy("mesh_gateway_remote."+defaultNamespace+"."+remote, name)},
+			Filters:          []*listenerv3.Filter{b.tcpProxy("mesh_gateway_remote."+defaultNamespace+"."+remote, name, b.filterAccessLogs()...)},
 		})
 	}
 	return b.sniGatewayListener("mesh", chains)
@@ -79,6 +80,7 @@ func (b *builder) sniGatewayListener(kind string, chains []*listenerv3.FilterCha
 		Address:         socketAddress(addr, port),
 		ListenerFilters: []*listenerv3.ListenerFilter{b.tlsInspector()},
 		FilterChains:    chains,
+		AccessLog:       b.listenerAccessLogs(),
 	})
 	return nil
 }

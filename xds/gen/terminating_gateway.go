@@ -18,7 +18,8 @@ import (
 // that terminates mesh mTLS presenting the service's own leaf, enforces
 // the intentions to it, and forwards to a cluster of the service's
 // instances, optionally originating TLS with the files the entry names.
-// Services not Ready yet are left out.
+// Services not Ready yet are left out. The listener and its filters log as
+// a sidecar's (access_logs.go).
 func (b *builder) terminatingGateway() error {
 	tg := b.snap.TerminatingGateway
 	if tg == nil {
@@ -133,9 +134,10 @@ func (b *builder) terminatingChain(ts *proxycfg.TerminatingService, service, sni
 			rds:        sni,
 			filters:    []*hcmv3.HttpFilter{b.httpRBAC(ts.Intentions, b.snap.IntentionDefaultAllow)},
 			http2:      isHTTP2Protocol(protocol),
+			accessLogs: b.filterAccessLogs(),
 		}))
 	} else {
-		filters = append(filters, b.networkRBAC(ts.Intentions, b.snap.IntentionDefaultAllow), b.tcpProxy(stat, sni))
+		filters = append(filters, b.networkRBAC(ts.Intentions, b.snap.IntentionDefaultAllow), b.tcpProxy(stat, sni, b.filterAccessLogs()...))
 	}
 	return &listenerv3.FilterChain{
 		Name:             sni,

@@ -393,8 +393,16 @@ func complete(s *proxycfg.ConfigSnapshot, dc string, want int) error {
 		}
 		return upstreamsKnown(s.ConnectProxy.Upstreams)
 	case s.IngressGateway != nil:
+		// Gateways too carry proxy-defaults (access logs) in their own
+		// resolved service config, and are valid before it is in.
+		if s.IngressGateway.ServiceConfig == nil {
+			return errors.New("no resolved service config")
+		}
 		return upstreamsKnown(s.IngressGateway.Upstreams)
 	case s.TerminatingGateway != nil:
+		if s.TerminatingGateway.ServiceConfig == nil {
+			return errors.New("no resolved service config")
+		}
 		if n := len(s.TerminatingGateway.Services); n != want {
 			return fmt.Errorf("%d linked services, want %d", n, want)
 		}
@@ -406,6 +414,9 @@ func complete(s *proxycfg.ConfigSnapshot, dc string, want int) error {
 		return nil
 	case s.MeshGateway != nil:
 		mg := s.MeshGateway
+		if mg.ServiceConfig == nil {
+			return errors.New("no resolved service config")
+		}
 		if len(mg.Services) != want {
 			return fmt.Errorf("%d services, want %d", len(mg.Services), want)
 		}
