@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -61,9 +62,8 @@ func runConfigWrite(args []string, env *Env) int {
 		return 1
 	}
 	kind, name := entry.GetKind(), entry.GetName()
-	c, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connect to Consul agent: %s\n", err)
+	c, ok := configClient(&hf, env)
+	if !ok {
 		return 1
 	}
 	body, err := json.Marshal(entry)
@@ -108,30 +108,17 @@ Usage: trellis config read [options] -kind <config kind> -name <config name>
     $ trellis config read -kind proxy-defaults -name global`
 
 func runConfigRead(args []string, env *Env) int {
-	var (
-		hf         httpFlags
-		kind, name string
-	)
+	var f entryFlags
 	fs := newFlagSet("config read", configReadHelp, env.Stderr)
-	fs.StringVar(&kind, "kind", "", "The kind of configuration to read.")
-	fs.StringVar(&name, "name", "", "The name of configuration to read.")
-	hf.register(fs, true)
+	f.register(fs, "The kind of configuration to read.", "The name of configuration to read.")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	if kind == "" {
-		fmt.Fprintln(env.Stderr, "Must specify the -kind parameter")
+	c, ok := f.client(env)
+	if !ok {
 		return 1
 	}
-	if name == "" {
-		fmt.Fprintln(env.Stderr, "Must specify the -name parameter")
-		return 1
-	}
-	c, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connect to Consul agent: %s\n", err)
-		return 1
-	}
+	kind, name := f.kind, f.name
 	body, _, err := c.do(context.Background(), request{method: http.MethodGet, path: "/v1/config/" + kind + "/" + name, withDC: true})
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "Error reading config entry %s/%s: %v\n", kind, name, err)
@@ -156,25 +143,17 @@ Usage: trellis config list -kind <config kind>
     $ trellis config list -kind service-defaults`
 
 func runConfigList(args []string, env *Env) int {
-	var (
-		hf   httpFlags
-		kind string
-	)
+	var f entryFlags
 	fs := newFlagSet("config list", configListHelp, env.Stderr)
-	fs.StringVar(&kind, "kind", "", "The kind of configurations to list.")
-	hf.register(fs, true)
+	f.register(fs, "The kind of configurations to list.", "")
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	if kind == "" {
-		fmt.Fprintln(env.Stderr, "Must specify the -kind parameter")
+	c, ok := f.client(env)
+	if !ok {
 		return 1
 	}
-	c, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connect to Consul agent: %s\n", err)
-		return 1
-	}
+	kind := f.kind
 	var entries []struct{ Kind, Name string }
 	if err := c.getJSON(context.Background(), "/v1/config/"+kind, nil, true, &entries); err != nil {
 		fmt.Fprintf(env.Stderr, "Error listing config entries for kind %q: %v\n", kind, err)
@@ -201,33 +180,22 @@ Usage: trellis config delete [options] -kind <config kind> -name <config name>
 
 func runConfigDelete(args []string, env *Env) int {
 	var (
-		hf          httpFlags
-		kind, name  string
+		f           entryFlags
 		cas         bool
 		modifyIndex uint64
 	)
 	fs := newFlagSet("config delete", configDeleteHelp, env.Stderr)
-	fs.StringVar(&kind, "kind", "", "The kind of configuration to delete.")
-	fs.StringVar(&name, "name", "", "The name of configuration to delete.")
+	f.register(fs, "The kind of configuration to delete.", "The name of configuration to delete.")
 	fs.BoolVar(&cas, "cas", false, "Perform a Check-And-Set operation. Specifying this value also requires the -modify-index flag to be set. The default value is false.")
 	fs.Uint64Var(&modifyIndex, "modify-index", 0, "Unsigned integer representing the ModifyIndex of the config entry. This is used in combination with the -cas flag.")
-	hf.register(fs, true)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	if kind == "" {
-		fmt.Fprintln(env.Stderr, "Must specify the -kind parameter")
+	c, ok := f.client(env)
+	if !ok {
 		return 1
 	}
-	if name == "" {
-		fmt.Fprintln(env.Stderr, "Must specify the -name parameter")
-		return 1
-	}
-	c, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connect to Consul agent: %s\n", err)
-		return 1
-	}
+	kind, name := f.kind, f.name
 	var q url.Values
 	if cas {
 		q = url.Values{"cas": {strconv.FormatUint(modifyIndex, 10)}}
@@ -243,4 +211,48 @@ func runConfigDelete(args []string, env *Env) int {
 	}
 	fmt.Fprintf(env.Stdout, "Config entry deleted: %s/%s\n", kind, name)
 	return 0
+}
+
+// entryFlags are the -kind and -name flags of config read, list and
+// delete (list has no -name), with the HTTP API flags.
+type entryFlags struct {
+	hf         httpFlags
+	kind, name string
+	// withName is set when -name is registered, and so required.
+	withName bool
+}
+
+// register adds the flags to fs; an empty nameHelp registers no -name.
+func (f *entryFlags) register(fs *flag.FlagSet, kindHelp, nameHelp string) {
+	fs.StringVar(&f.kind, "kind", "", kindHelp)
+	if nameHelp != "" {
+		fs.StringVar(&f.name, "name", "", nameHelp)
+		f.withName = true
+	}
+	f.hf.register(fs, true)
+}
+
+// client checks the required flags, in Consul's order and words, and
+// connects; false once it has printed why it cannot.
+func (f *entryFlags) client(env *Env) (*apiClient, bool) {
+	if f.kind == "" {
+		fmt.Fprintln(env.Stderr, "Must specify the -kind parameter")
+		return nil, false
+	}
+	if f.withName && f.name == "" {
+		fmt.Fprintln(env.Stderr, "Must specify the -name parameter")
+		return nil, false
+	}
+	return configClient(&f.hf, env)
+}
+
+// configClient connects to the agent, printing Consul's message when it
+// cannot.
+func configClient(hf *httpFlags, env *Env) (*apiClient, bool) {
+	c, err := hf.client(env)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "Error connect to Consul agent: %s\n", err)
+		return nil, false
+	}
+	return c, true
 }
