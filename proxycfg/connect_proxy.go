@@ -69,11 +69,7 @@ func (c *connectProxy) start(s *state) error {
 func (c *connectProxy) handle(s *state, w *watch, ev UpdateEvent) bool {
 	switch w.kind {
 	case watchLeaf:
-		r, ok := resultAs[structs.IssuedCert](s, ev)
-		if ok {
-			c.leaf = r
-		}
-		return ok
+		return store(s, ev, &c.leaf)
 	case watchIntentions:
 		r, ok := resultAs[structs.IndexedIntentions](s, ev)
 		if ok {

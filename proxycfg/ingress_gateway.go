@@ -73,17 +73,9 @@ func watchGatewayServiceConfig(s *state) error {
 func (g *ingressGateway) handle(s *state, w *watch, ev UpdateEvent) bool {
 	switch w.kind {
 	case watchServiceConfig:
-		r, ok := resultAs[ServiceConfigResponse](s, ev)
-		if ok {
-			g.svcConfig = r
-		}
-		return ok
+		return store(s, ev, &g.svcConfig)
 	case watchLeaf:
-		r, ok := resultAs[structs.IssuedCert](s, ev)
-		if ok {
-			g.leaf = r
-		}
-		return ok
+		return store(s, ev, &g.leaf)
 	case watchGatewayEntry:
 		r, ok := resultAs[structs.ConfigEntryResponse](s, ev)
 		if ok {

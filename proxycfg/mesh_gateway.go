@@ -60,11 +60,7 @@ func (g *meshGateway) start(s *state) error {
 func (g *meshGateway) handle(s *state, w *watch, ev UpdateEvent) bool {
 	switch w.kind {
 	case watchServiceConfig:
-		r, ok := resultAs[ServiceConfigResponse](s, ev)
-		if ok {
-			g.svcConfig = r
-		}
-		return ok
+		return store(s, ev, &g.svcConfig)
 	case watchServiceList:
 		r, ok := resultAs[structs.IndexedServices](s, ev)
 		if ok {

@@ -203,6 +203,17 @@ func (s *state) handleEvent(ev UpdateEvent) {
 	}
 }
 
+// store sets *dst to the event's result when it is a *T (see resultAs)
+// and reports whether it was: the whole handling of a watch whose result
+// is kept as it is.
+func store[T any](s *state, ev UpdateEvent, dst **T) bool {
+	r, ok := resultAs[T](s, ev)
+	if ok {
+		*dst = r
+	}
+	return ok
+}
+
 // resultAs returns the event's result as *T, logging a source that broke
 // its contract (wrong type, or nil).
 func resultAs[T any](s *state, ev UpdateEvent) (*T, bool) {

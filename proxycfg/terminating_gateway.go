@@ -41,11 +41,7 @@ func (g *terminatingGateway) start(s *state) error {
 func (g *terminatingGateway) handle(s *state, w *watch, ev UpdateEvent) bool {
 	switch w.kind {
 	case watchServiceConfig: // the gateway's own, not a linked service's
-		r, ok := resultAs[ServiceConfigResponse](s, ev)
-		if ok {
-			g.svcConfig = r
-		}
-		return ok
+		return store(s, ev, &g.svcConfig)
 	case watchGatewayServices:
 		r, ok := resultAs[IndexedGatewayServices](s, ev)
 		if ok {
