@@ -28,10 +28,11 @@ func (b *builder) connectProxy() error {
 		return fmt.Errorf("%w: connect-proxy snapshot without a leaf certificate", ErrInvalidSnapshot)
 	}
 	if _, err := reuse(b, partID{kind: partPublic}, b.publicKey(cp), func() (*listenerv3.Filter, error) {
-		if err := b.publicListener(cp); err != nil {
+		cfg := sidecarConfig(b.snap.Service, cp.ServiceConfig)
+		if err := b.publicListener(cp, cfg); err != nil {
 			return nil, err
 		}
-		b.exposedPaths(cp) // expose.go
+		b.exposedPaths(cp, cfg) // expose.go
 		return nil, nil
 	}); err != nil {
 		return err
@@ -146,11 +147,11 @@ func serviceProtocol(svc *structs.NodeService, cfg *proxycfg.ServiceConfigRespon
 // destination's leaf, then intentions (network RBAC for TCP, HTTP RBAC
 // with L7 permissions for HTTP protocols), then the application. A proxy
 // without a local service port has neither, unless escape hatches
-// (addPublicOverrides) replace them.
-func (b *builder) publicListener(cp *proxycfg.ConnectProxySnapshot) error {
+// (addPublicOverrides) replace them. cfg is its merged opaque config
+// (sidecarConfig).
+func (b *builder) publicListener(cp *proxycfg.ConnectProxySnapshot, cfg map[string]any) error {
 	svc := b.snap.Service
 	pc := svc.Proxy
-	cfg := sidecarConfig(svc, cp.ServiceConfig)
 	localOverridden, publicOverridden, err := b.addPublicOverrides(cp, cfg)
 	if err != nil || pc.LocalServicePort <= 0 {
 		return err

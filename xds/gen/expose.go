@@ -121,14 +121,14 @@ func stripPath(path string) string {
 }
 
 // exposedPaths adds the exposed paths' listeners and clusters to the
-// current part, after the public listener and local_app.
-func (b *builder) exposedPaths(cp *proxycfg.ConnectProxySnapshot) {
+// current part, after the public listener and local_app; cfg is the
+// sidecar's merged opaque config (sidecarConfig).
+func (b *builder) exposedPaths(cp *proxycfg.ConnectProxySnapshot, cfg map[string]any) {
 	svc := b.snap.Service
 	paths := exposePaths(svc, cp.ServiceConfig)
 	if len(paths) == 0 {
 		return
 	}
-	cfg := sidecarConfig(svc, cp.ServiceConfig)
 	addr := structs.OpaqueString(cfg, cfgBindAddress)
 	if addr == "" {
 		addr = svc.Address
