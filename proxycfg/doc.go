@@ -15,7 +15,9 @@
 //     private state on every UpdateEvent, adds and cancels dependent
 //     watches as results change (an upstream's discovery chain decides
 //     which targets' endpoints are watched), and once the state is valid
-//     builds a fresh ConfigSnapshot, coalescing bursts of events into one.
+//     builds a fresh ConfigSnapshot: at once for the first change after a
+//     quiet coalescing window, and otherwise at the window's end for
+//     everything that arrived within it (at most one snapshot per window).
 //   - DataSources: small interfaces, one per kind of data, that the state
 //     machines consume. proxycfg only declares them; the agent wires in a
 //     server-local implementation (state store + memdb.WatchSet) or a

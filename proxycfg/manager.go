@@ -11,9 +11,11 @@ import (
 	"github.com/trellis-mesh/trellis/structs"
 )
 
-// DefaultCoalesce is the default coalescing window: the first change after
-// a delivered snapshot waits this long for more changes before the next
-// snapshot is built. Consul uses 200ms; we aim lower.
+// DefaultCoalesce is the default coalescing window: a proxy gets at most
+// one snapshot per window, plus the first change after a quiet window at
+// once. A change within the window of the last snapshot waits for the
+// window's end, together with everything else that arrives meanwhile.
+// Consul holds every change for 200ms.
 const DefaultCoalesce = 50 * time.Millisecond
 
 // ProxyID identifies a proxy the manager serves: the node it is registered

@@ -164,10 +164,12 @@ func TestCoalescing(t *testing.T) {
 		name     string
 		coalesce time.Duration
 		burst    int
-		// want is how many snapshots the burst may produce.
+		// want is how many snapshots the burst may produce: its first
+		// event at once (the window since the last snapshot is over),
+		// the rest together at the window's end.
 		minWant, maxWant uint64
 	}{
-		{"a burst within the window is one snapshot", 200 * time.Millisecond, 10, 1, 1},
+		{"a burst within the window is two snapshots at most", 200 * time.Millisecond, 10, 1, 2},
 		{"no coalescing: about one snapshot per event", -1, 10, 2, 10},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -177,7 +179,7 @@ func TestCoalescing(t *testing.T) {
 			pushChain("db", testChain("db", dbTarget))(t, h)
 			pushEndpoints(dbTarget, testNodes("db", "10.0.0.1"))(t, h)
 			waitSnap(t, ch, upstreamHas("db", "resolver:"+dbTarget.id(), map[string]int{dbTarget.id(): 1}))
-			noSnap(t, ch, 50*time.Millisecond) // nothing pending
+			noSnap(t, ch, max(tc.coalesce, 0)+50*time.Millisecond) // nothing pending, the window is over
 			before := h.m.Stats().SnapshotsDelivered
 
 			s := h.f.health.waitSub(t, "db", healthFor("db", "", "dc1"))
@@ -195,6 +197,35 @@ func TestCoalescing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCoalescingLeadingEdge pins when the window delays: not the first
+// change after a quiet window (delivered at once, where Consul waits for
+// its whole window), but a change within the window of the last snapshot
+// (held to the window's end). The window is long so that a slow machine
+// cannot blur the two.
+func TestCoalescingLeadingEdge(t *testing.T) {
+	const window = 1500 * time.Millisecond
+	h := newHarness(t, func(c *Config) { c.Coalesce = window })
+	h.f.autoBasics()
+	_, ch := h.register(testSidecar("web", structs.Upstream{DestinationName: "db", LocalBindPort: 9191}))
+	pushChain("db", testChain("db", dbTarget))(t, h)
+	pushEndpoints(dbTarget, testNodes("db", "10.0.0.1"))(t, h)
+	waitSnap(t, ch, upstreamHas("db", "resolver:"+dbTarget.id(), map[string]int{dbTarget.id(): 1}))
+	noSnap(t, ch, window+100*time.Millisecond) // the window of the last snapshot is over
+
+	s := h.f.health.waitSub(t, "db", healthFor("db", "", "dc1"))
+	two := upstreamHas("db", "resolver:"+dbTarget.id(), map[string]int{dbTarget.id(): 2})
+	sent := time.Now()
+	s.send(t, testNodes("db", "10.0.0.1", "10.0.0.2"))
+	waitSnap(t, ch, two)
+	if d := time.Since(sent); d >= window {
+		t.Fatalf("the first change after a quiet window took %v, as long as the window (%v)", d, window)
+	}
+
+	s.send(t, testNodes("db", "10.0.0.1", "10.0.0.2", "10.0.0.3"))
+	noSnap(t, ch, window/3) // within the window: held
+	waitSnap(t, ch, upstreamHas("db", "resolver:"+dbTarget.id(), map[string]int{dbTarget.id(): 3}))
 }
 
 func TestRateLimit(t *testing.T) {

@@ -61,6 +61,9 @@ type state struct {
 	timer    *time.Timer
 	armed    bool // timer running
 	reserved bool // a rate-limit token is reserved
+	// delivered is when the last snapshot was published (zero: never);
+	// the coalescing window runs from it.
+	delivered time.Time
 }
 
 func newState(m *Manager, id ProxyID, svc *structs.NodeService, token string, sl *slot) *state {
@@ -231,8 +234,12 @@ func (s *state) valid() bool {
 	return s.roots != nil && s.meshSet && s.kind.valid()
 }
 
-// schedule arms the coalescing timer after a change, or delivers at once
-// when coalescing is off.
+// schedule delivers a change at once when the last snapshot went out a
+// whole coalescing window ago (or coalescing is off), and otherwise arms
+// the timer for the end of that window. So an isolated change costs no
+// delay, and a burst costs at most two snapshots: its first event, then
+// everything else that arrived within the window. Consul instead holds
+// every change for its window (200 ms) before it builds anything.
 func (s *state) schedule() {
 	if !s.dirty || s.armed || !s.valid() {
 		return
@@ -241,7 +248,11 @@ func (s *state) schedule() {
 		s.deliver()
 		return
 	}
-	s.arm(s.m.cfg.Coalesce)
+	if wait := s.m.cfg.Coalesce - time.Since(s.delivered); wait > 0 {
+		s.arm(wait)
+		return
+	}
+	s.deliver()
 }
 
 func (s *state) arm(d time.Duration) {
@@ -268,6 +279,7 @@ func (s *state) deliver() {
 	}
 	s.reserved = false
 	s.dirty = false
+	s.delivered = time.Now()
 	if s.sl.publish(s, s.build()) {
 		s.m.snapshotsDelivered.Add(1)
 	}
