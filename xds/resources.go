@@ -38,6 +38,7 @@ type entry struct {
 // typeSet is the resources of one type, by name and sorted by name. It is
 // immutable once prepared, so streams share it and compare it by pointer.
 type typeSet struct {
+	typeURL string
 	// src is the Source's map the set was prepared from: a next set
 	// carrying the very same map has the same resources (Sources never
 	// modify a delivered set), and reuses this typeSet as it is.
@@ -54,8 +55,19 @@ func (t *typeSet) get(name string) *entry {
 	return t.byName[name]
 }
 
-// prepared is a Resources set with every resource encoded and versioned.
-type prepared map[string]*typeSet
+// prepared is a Resources set with every resource encoded and versioned:
+// one typeSet per type (a handful, so a slice beats a map).
+type prepared []*typeSet
+
+// get returns the set of a type; nil when the type is absent.
+func (p prepared) get(typeURL string) *typeSet {
+	for _, t := range p {
+		if t.typeURL == typeURL {
+			return t
+		}
+	}
+	return nil
+}
 
 // marshalOpts gives a stable encoding, so versions depend on content only.
 var marshalOpts = proto.MarshalOptions{Deterministic: true}
@@ -78,14 +90,15 @@ var marshalOpts = proto.MarshalOptions{Deterministic: true}
 func prepare(res Resources, prev prepared, shared *latest.Cache[string, *entry], log *slog.Logger) prepared {
 	bufp := scratch.Get().(*[]byte)
 	defer scratch.Put(bufp)
-	out := make(prepared, len(res))
+	// Never nil, even for an empty res: a nil set means none yet.
+	out := make(prepared, 0, len(res))
 	for typeURL, msgs := range res {
-		old := prev[typeURL]
+		old := prev.get(typeURL)
 		if old != nil && sameMap(old.src, msgs) {
-			out[typeURL] = old
+			out = append(out, old)
 			continue
 		}
-		set := &typeSet{src: msgs, byName: make(map[string]*entry, len(msgs)), sorted: make([]*entry, 0, len(msgs))}
+		set := &typeSet{typeURL: typeURL, src: msgs, byName: make(map[string]*entry, len(msgs)), sorted: make([]*entry, 0, len(msgs))}
 		for name, msg := range msgs {
 			var e *entry
 			var err error
@@ -102,7 +115,7 @@ func prepare(res Resources, prev prepared, shared *latest.Cache[string, *entry],
 			set.sorted = append(set.sorted, e)
 		}
 		slices.SortFunc(set.sorted, byName)
-		out[typeURL] = set
+		out = append(out, set)
 	}
 	return out
 }
@@ -174,19 +187,19 @@ func isEDS(c *clusterv3.Cluster) bool {
 	return c.GetType() == clusterv3.Cluster_EDS || c.GetEdsClusterConfig() != nil
 }
 
-// fingerprint is the version of a whole set of entries: a hash over the
-// sorted names and versions. It versions state-of-the-world responses and
-// the delta system_version_info, and detects "this type changed" after a
-// NACK.
+// fingerprint is the version of a whole set of entries, which must be
+// sorted by name (views are): a hash over the names and versions. It
+// versions state-of-the-world responses and the delta
+// system_version_info, and detects "this type changed" after a NACK.
 func fingerprint(entries []*entry) string {
-	sorted := slices.Clone(entries)
-	slices.SortFunc(sorted, byName)
-	h := xxhash.New()
-	for _, e := range sorted {
-		h.WriteString(e.name)
-		h.Write([]byte{0})
-		h.WriteString(e.version)
-		h.Write([]byte{0})
+	var h xxhash.Digest
+	h.Reset()
+	sep := [1]byte{0}
+	for _, e := range entries {
+		_, _ = h.WriteString(e.name)
+		_, _ = h.Write(sep[:])
+		_, _ = h.WriteString(e.version)
+		_, _ = h.Write(sep[:])
 	}
 	return strconv.FormatUint(h.Sum64(), 16)
 }

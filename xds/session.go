@@ -258,7 +258,7 @@ func (s *session) plan() []proto.Message {
 			}
 			continue
 		}
-		set := s.res[ts.typeURL]
+		set := s.res.get(ts.typeURL)
 		if ts.isSettled(set) {
 			continue
 		}
@@ -304,7 +304,7 @@ func (s *session) planRemovals(deferred bool) []proto.Message {
 			inflight = true
 			continue
 		}
-		set := s.res[ts.typeURL]
+		set := s.res.get(ts.typeURL)
 		if ts.suppressed || ts.isSettled(set) || len(ts.upserts(ts.view(set))) > 0 {
 			continue
 		}
@@ -335,7 +335,7 @@ func (s *session) endpointsPending() bool {
 		return false
 	}
 	eds := s.types[resource.EndpointType]
-	key := pendingKey{cds: cds.clientGen, set: s.res[resource.EndpointType]}
+	key := pendingKey{cds: cds.clientGen, set: s.res.get(resource.EndpointType)}
 	if eds != nil {
 		key.eds, key.edsSuppressed = eds.clientGen, eds.suppressed
 	}
@@ -430,9 +430,12 @@ func (s *session) respond(ts *typeState, set *typeSet, ups []*entry, rems []stri
 	if s.delta {
 		inf.prev = ts.apply(ups, rems, false)
 		inf.version = ts.versionHeld()
+		// One allocation for the messages, one for the pointers.
+		rs := make([]discoveryv3.Resource, len(ups))
 		resources := make([]*discoveryv3.Resource, len(ups))
 		for i, e := range ups {
-			resources[i] = &discoveryv3.Resource{Name: e.name, Version: e.version, Resource: e.any}
+			rs[i].Name, rs[i].Version, rs[i].Resource = e.name, e.version, e.any
+			resources[i] = &rs[i]
 		}
 		msg = &discoveryv3.DeltaDiscoveryResponse{
 			SystemVersionInfo: inf.version,

@@ -147,21 +147,21 @@ func TestVersionsFollowContent(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
 	p1 := prepare(set(cluster("a", 0), cluster("b", 0)), nil, nil, log)
 	p2 := prepare(set(cluster("a", 0), cluster("b", 1)), p1, nil, log)
-	if p1[cdsURL].get("a").version != p2[cdsURL].get("a").version {
+	if p1.get(cdsURL).get("a").version != p2.get(cdsURL).get("a").version {
 		t.Error("equal content got different versions")
 	}
-	if p1[cdsURL].get("b").version == p2[cdsURL].get("b").version {
+	if p1.get(cdsURL).get("b").version == p2.get(cdsURL).get("b").version {
 		t.Error("different content got equal versions")
 	}
-	if p1[cdsURL].get("a").any != p2[cdsURL].get("a").any {
+	if p1.get(cdsURL).get("a").any != p2.get(cdsURL).get("a").any {
 		t.Error("unchanged resource was encoded again")
 	}
-	if names := entryNames(p2[cdsURL].sorted); !slices.Equal(names, []string{"a", "b"}) {
+	if names := entryNames(p2.get(cdsURL).sorted); !slices.Equal(names, []string{"a", "b"}) {
 		t.Errorf("sorted entries %v, want [a b]", names)
 	}
 	bad := prepare(Resources{cdsURL: {"x": listener("x", 1), "y": nil}}, nil, nil, log)
-	if len(bad[cdsURL].byName) != 0 || len(bad[cdsURL].sorted) != 0 {
-		t.Errorf("mistyped or nil resources kept: %v", bad[cdsURL].byName)
+	if len(bad.get(cdsURL).byName) != 0 || len(bad.get(cdsURL).sorted) != 0 {
+		t.Errorf("mistyped or nil resources kept: %v", bad.get(cdsURL).byName)
 	}
 }
 
@@ -174,13 +174,13 @@ func TestUnchangedMapIsSkipped(t *testing.T) {
 	p1 := prepare(res, nil, nil, log)
 	next := Resources{cdsURL: res[cdsURL], ldsURL: maps.Clone(res[ldsURL])}
 	p2 := prepare(next, p1, nil, log)
-	if p2[cdsURL] != p1[cdsURL] {
+	if p2.get(cdsURL) != p1.get(cdsURL) {
 		t.Error("the same cluster map was prepared again")
 	}
-	if p2[ldsURL] == p1[ldsURL] {
+	if p2.get(ldsURL) == p1.get(ldsURL) {
 		t.Error("a different listener map was taken as the same")
 	}
-	if p2[ldsURL].get("l").any != p1[ldsURL].get("l").any {
+	if p2.get(ldsURL).get("l").any != p1.get(ldsURL).get("l").any {
 		t.Error("an unchanged listener was encoded again")
 	}
 }
@@ -202,18 +202,18 @@ func TestSharedEndpointEncodings(t *testing.T) {
 	a, c := cla("a", 1), cluster("c", 0)
 	s1 := prepare(set(a, c), nil, &shared, log)
 	s2 := prepare(set(a, c), nil, &shared, log)
-	if s1[edsURL].get("a") != s2[edsURL].get("a") {
+	if s1.get(edsURL).get("a") != s2.get(edsURL).get("a") {
 		t.Error("two streams encoded the same endpoint set twice")
 	}
-	if s1[cdsURL].get("c") == s2[cdsURL].get("c") {
+	if s1.get(cdsURL).get("c") == s2.get(cdsURL).get("c") {
 		t.Error("a cluster entry was shared between streams")
 	}
 	s3 := prepare(set(cla("a", 1)), s2, &shared, log)
-	e2, e3 := s2[edsURL].get("a"), s3[edsURL].get("a")
+	e2, e3 := s2.get(edsURL).get("a"), s3.get(edsURL).get("a")
 	if e3 == e2 || e3.version != e2.version {
 		t.Errorf("another message of equal content: entry reused %v, versions %s and %s", e3 == e2, e2.version, e3.version)
 	}
-	if s4 := prepare(set(cla("a", 2)), s3, &shared, log); s4[edsURL].get("a").version == e3.version {
+	if s4 := prepare(set(cla("a", 2)), s3, &shared, log); s4.get(edsURL).get("a").version == e3.version {
 		t.Error("different content got the same version")
 	}
 }

@@ -78,10 +78,13 @@ type inflight struct {
 	viewFP string
 	// prev is what the client held, for every name the response touched,
 	// before it: a NACK means the client kept that.
-	prev map[string]prevEntry
+	prev []prevEntry
 }
 
+// prevEntry is what the client held of one name before a response: e,
+// or nothing (held false).
 type prevEntry struct {
+	name string
 	e    *entry
 	held bool
 }
@@ -237,14 +240,15 @@ func (ts *typeState) held(view []*entry) []*entry {
 // apply records a response in the client view (optimistically: a NACK
 // reverts it) and returns what the touched names held before. replace
 // drops every held name not sent (state-of-the-world omission).
-func (ts *typeState) apply(sent []*entry, removed []string, replace bool) map[string]prevEntry {
+func (ts *typeState) apply(sent []*entry, removed []string, replace bool) []prevEntry {
 	ts.touchClient()
-	prev := make(map[string]prevEntry, len(sent)+len(removed))
+	// A name may be recorded twice (sent and removed in one response,
+	// which plan never does); revert restores in reverse, so the first
+	// record, the state before the response, wins.
+	prev := make([]prevEntry, 0, len(sent)+len(removed))
 	record := func(name string) {
-		if _, done := prev[name]; !done {
-			c, held := ts.client[name]
-			prev[name] = prevEntry{e: c, held: held}
-		}
+		c, held := ts.client[name]
+		prev = append(prev, prevEntry{name: name, e: c, held: held})
 	}
 	if replace {
 		keep := make(map[string]struct{}, len(sent))
@@ -274,13 +278,13 @@ func (ts *typeState) apply(sent []*entry, removed []string, replace bool) map[st
 }
 
 // revert undoes a rejected response.
-func (ts *typeState) revert(prev map[string]prevEntry) {
+func (ts *typeState) revert(prev []prevEntry) {
 	ts.touchClient()
-	for name, p := range prev {
-		if p.held {
-			ts.client[name] = p.e
+	for i := len(prev) - 1; i >= 0; i-- {
+		if p := prev[i]; p.held {
+			ts.client[p.name] = p.e
 		} else {
-			delete(ts.client, name)
+			delete(ts.client, p.name)
 		}
 	}
 	ts.dropUnwanted()
@@ -308,6 +312,7 @@ func (ts *typeState) versionHeld() string {
 			entries = append(entries, c)
 		}
 	}
+	slices.SortFunc(entries, byName)
 	return fingerprint(entries)
 }
 
