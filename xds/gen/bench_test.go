@@ -89,3 +89,28 @@ func benchSnapshot(b testing.TB) *proxycfg.ConfigSnapshot {
 	}
 	return snapshot(b, w, sidecar("web", ups...), len(ups))
 }
+
+// BenchmarkGeneratorEndpointChangeShared is BenchmarkGeneratorEndpointChange
+// as the agent runs it: many proxies' Generators share an EndpointCache,
+// and every one of them regenerates after each endpoint change (an op is
+// one proxy's generation). The endpoint set is built by the first proxy
+// and shared by the others, so what is measured is mostly the per-proxy
+// cost of a change.
+func BenchmarkGeneratorEndpointChangeShared(b *testing.B) {
+	const proxies = 100
+	snap := benchSnapshot(b)
+	snaps := []*proxycfg.ConfigSnapshot{snap, withDBEndpoints(snap)}
+	cache := &EndpointCache{}
+	gens := make([]Generator, proxies)
+	for i := range gens {
+		gens[i].Endpoints = cache
+	}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if _, err := gens[i%proxies].Generate(snaps[i/proxies%2]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}

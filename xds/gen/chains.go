@@ -42,10 +42,12 @@ func resolverNode(chain *structs.CompiledDiscoveryChain, key string) (*structs.D
 // of an upstream's chain; leaf is the certificate the proxy presents to
 // the targets.
 func (b *builder) addChainClusters(u *proxycfg.UpstreamSnapshot, leaf *structs.IssuedCert) error {
-	if err := b.addUpstreamClusters(u, leaf); err != nil {
+	clusters, err := b.addUpstreamClusters(u, leaf)
+	if err != nil {
 		return err
 	}
-	return b.addUpstreamEndpoints(u)
+	b.addUpstreamEndpoints(u, clusters)
+	return nil
 }
 
 // chainCluster is one cluster of a chain: the EDS cluster of a resolver's
@@ -96,11 +98,12 @@ func chainClusters(chain *structs.CompiledDiscoveryChain) ([]chainCluster, error
 // addUpstreamClusters adds the clusters of an upstream's chain: what its
 // definition, central config, chain, the leaf, the roots and the mesh
 // entry decide, never its endpoints (see addUpstreamEndpoints), so that a
-// Generator reuses them when only endpoints change.
-func (b *builder) addUpstreamClusters(u *proxycfg.UpstreamSnapshot, leaf *structs.IssuedCert) error {
+// Generator reuses them when only endpoints change. It returns the
+// chain's clusters (chainClusters), for addUpstreamEndpoints.
+func (b *builder) addUpstreamClusters(u *proxycfg.UpstreamSnapshot, leaf *structs.IssuedCert) ([]chainCluster, error) {
 	clusters, err := chainClusters(u.Chain)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	http2 := isHTTP2Protocol(u.Chain.Protocol)
 	for _, cc := range clusters {
@@ -118,22 +121,17 @@ func (b *builder) addUpstreamClusters(u *proxycfg.UpstreamSnapshot, leaf *struct
 		}
 		b.add(ClusterType, cc.name, c)
 	}
-	return nil
+	return clusters, nil
 }
 
 // addUpstreamEndpoints adds the endpoint set of every EDS cluster of an
-// upstream's chain.
-func (b *builder) addUpstreamEndpoints(u *proxycfg.UpstreamSnapshot) error {
-	clusters, err := chainClusters(u.Chain)
-	if err != nil {
-		return err
-	}
+// upstream's chain, given its clusters (chainClusters).
+func (b *builder) addUpstreamEndpoints(u *proxycfg.UpstreamSnapshot, clusters []chainCluster) {
 	for _, cc := range clusters {
 		if cc.target != nil {
 			b.add(EndpointType, cc.name, b.targetAssignment(cc.name, u, cc.target))
 		}
 	}
-	return nil
 }
 
 // targetAssignment is the endpoint set of a target: its own instances, or

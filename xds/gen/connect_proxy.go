@@ -40,7 +40,7 @@ func (b *builder) connectProxy() error {
 
 	transparent := cp.Mode == structs.ProxyModeTransparent
 	var outbound []outboundChain // for the transparent listener only
-	for _, u := range sortedUpstreams(cp.Upstreams) {
+	for _, u := range b.sortedUpstreams(cp.Upstreams) {
 		if u.Chain == nil || u.Upstream == nil {
 			continue // not known yet: leave it out until it is
 		}
@@ -83,7 +83,11 @@ func (b *builder) connectUpstream(u *proxycfg.UpstreamSnapshot, leaf *structs.Is
 	if cluster != nil {
 		err = b.addClusterOverride(u, leaf, cluster, listener == nil)
 	} else {
-		err = b.addUpstreamClusters(u, leaf)
+		var clusters []chainCluster
+		clusters, err = b.addUpstreamClusters(u, leaf)
+		if b.cur != nil { // the upstream's part, whose endpoints part reads them
+			b.cur.clusters = clusters
+		}
 	}
 	if err != nil {
 		return nil, err

@@ -424,7 +424,15 @@ func (b *builder) addClusterOverride(u *proxycfg.UpstreamSnapshot, leaf *structs
 func (b *builder) connectUpstreamEndpoints(u *proxycfg.UpstreamSnapshot, up *part) error {
 	ov := up.overrides
 	if ov == nil || !ov.cluster {
-		return b.addUpstreamEndpoints(u)
+		clusters := up.clusters // listed by the upstream's part
+		if clusters == nil {
+			var err error
+			if clusters, err = chainClusters(u.Chain); err != nil {
+				return err
+			}
+		}
+		b.addUpstreamEndpoints(u, clusters)
+		return nil
 	}
 	if ov.eds == "" {
 		return nil

@@ -76,6 +76,10 @@ func generate(snap *proxycfg.ConfigSnapshot, m *memo, endpoints *EndpointCache) 
 	var prev *memo
 	if m != nil {
 		prev = m.prev
+		b.parts = m.all[:0]
+		if cap(b.parts) == 0 && prev != nil {
+			b.parts = make([]*part, 0, len(prev.all))
+		}
 	}
 	var err error
 	switch snap.Kind {
@@ -97,6 +101,9 @@ func generate(snap *proxycfg.ConfigSnapshot, m *memo, endpoints *EndpointCache) 
 		return nil, fmt.Errorf("gen: %s: %w", snap.ProxyID, err)
 	}
 	res, by := b.assemble(prev)
+	if m != nil {
+		m.all = b.parts // its storage, recycled with m's
+	}
 	if err := b.checkOverrideRefs(res); err != nil {
 		return nil, fmt.Errorf("gen: %s: %w", snap.ProxyID, err)
 	}
@@ -156,7 +163,7 @@ func (b *builder) add(typeURL, name string, m proto.Message) {
 		b.parts = append(b.parts, b.cur)
 	}
 	b.cur.resources = append(b.cur.resources, recorded{typeIdx: t, name: name, msg: m})
-	b.cur.count[t]++
+	b.cur.count[t]++ // int32: a part never holds 2^31 resources
 }
 
 // addListener adds a listener (see assemble for the address rule).
@@ -208,7 +215,16 @@ func (b *builder) assemble(prev *memo) (Resources, contributors) {
 			}
 		}
 	}
-	backing := make([]*part, 0, total)
+	var backing []*part
+	if m := b.memo; m != nil && cap(m.byParts) >= total {
+		backing = m.byParts[:0:total]
+		m.byParts = m.byParts[:total] // filled below, through by
+	} else {
+		backing = make([]*part, 0, total)
+		if m != nil {
+			m.byParts = backing[:total]
+		}
+	}
 	var by contributors
 	for t := range by {
 		by[t], backing = backing[:0:lens[t]], backing[lens[t]:lens[t]:cap(backing)]
@@ -226,9 +242,17 @@ func (b *builder) assemble(prev *memo) (Resources, contributors) {
 			res[typeURL] = prev.res[typeURL]
 			continue
 		}
-		size := 0
-		for _, p := range by[t] {
-			size += p.count[t]
+		size := added(by[t], t)
+		// Names several parts add (two upstreams with a target in
+		// common) are counted once per part. When the previous
+		// generation's parts added as many resources (an endpoint
+		// change), its set's size is the likely exact one: a map sized
+		// for the duplicates too may take more memory, even more
+		// allocations (past 8 entries).
+		if prev != nil && prev.res != nil {
+			if n := len(prev.res[typeURL]); n < size && added(prev.by[t], t) == size {
+				size = n
+			}
 		}
 		set := make(map[string]proto.Message, size)
 		var addrs map[listenerAddr]bool
@@ -259,6 +283,15 @@ func (b *builder) assemble(prev *memo) (Resources, contributors) {
 	return res, by
 }
 
+// added is the number of resources of type t that parts added.
+func added(parts []*part, t int) int {
+	n := 0
+	for _, p := range parts {
+		n += int(p.count[t])
+	}
+	return n
+}
+
 // listenerAddr is the address a listener binds.
 type listenerAddr struct {
 	addr string
@@ -284,18 +317,61 @@ func (b *builder) any(m proto.Message) *anypb.Any {
 // sortedUpstreams returns the upstreams in ID order, so that generation
 // (and "first wins") is deterministic.
 func sortedUpstreams(ups map[proxycfg.UpstreamID]*proxycfg.UpstreamSnapshot) []*proxycfg.UpstreamSnapshot {
-	ids := make([]string, 0, len(ups))
+	out, _ := sortUpstreams(ups, nil, nil)
+	return out
+}
+
+// sortUpstreams is sortedUpstreams, sorting into ids and out (their
+// storage, which may be nil), and returns the upstreams with their IDs.
+func sortUpstreams(ups map[proxycfg.UpstreamID]*proxycfg.UpstreamSnapshot, ids []proxycfg.UpstreamID, out []*proxycfg.UpstreamSnapshot) ([]*proxycfg.UpstreamSnapshot, []proxycfg.UpstreamID) {
+	if cap(ids) < len(ups) {
+		ids = make([]proxycfg.UpstreamID, 0, len(ups))
+	}
+	if cap(out) < len(ups) {
+		out = make([]*proxycfg.UpstreamSnapshot, 0, len(ups))
+	}
+	ids = ids[:0]
 	for id, u := range ups {
 		if u != nil {
-			ids = append(ids, string(id))
+			ids = append(ids, id)
 		}
 	}
-	sort.Strings(ids)
-	out := make([]*proxycfg.UpstreamSnapshot, len(ids))
-	for i, id := range ids {
-		out[i] = ups[proxycfg.UpstreamID(id)]
+	slices.Sort(ids)
+	out = out[:0]
+	for _, id := range ids {
+		out = append(out, ups[id])
 	}
-	return out
+	return out, ids
+}
+
+// sortedUpstreams is the package function for a sidecar's upstreams,
+// without sorting or allocating in the common case for a Generator: the
+// same upstreams (by ID) as in the previous generation, whose order it
+// keeps. The list is the memo's storage: it is good for this generation.
+func (b *builder) sortedUpstreams(ups map[proxycfg.UpstreamID]*proxycfg.UpstreamSnapshot) []*proxycfg.UpstreamSnapshot {
+	m := b.memo
+	if m == nil {
+		return sortedUpstreams(ups)
+	}
+	// The previous IDs are all of the map's keys (they are distinct, and
+	// as many) when each has an upstream.
+	if prev := m.prev; prev != nil && len(prev.upstreamIDs) == len(ups) && len(ups) > 0 {
+		out := m.upstreams[:0]
+		for _, id := range prev.upstreamIDs {
+			u := ups[id]
+			if u == nil {
+				break
+			}
+			out = append(out, u)
+		}
+		if len(out) == len(ups) {
+			m.upstreams = out
+			m.upstreamIDs = append(m.upstreamIDs[:0], prev.upstreamIDs...)
+			return out
+		}
+	}
+	m.upstreams, m.upstreamIDs = sortUpstreams(ups, m.upstreamIDs, m.upstreams)
+	return m.upstreams
 }
 
 // sortedKeys returns a string-keyed map's keys in order.

@@ -24,7 +24,11 @@ import (
 // which the ADS server recognises without re-encoding it. A type none of
 // whose parts changed is even the previous result's very map (listeners,
 // clusters and routes after an endpoint change), so the server can tell
-// the type is unchanged without looking inside.
+// the type is unchanged without looking inside. The Generator's own
+// bookkeeping is recycled from one generation to the next, so that such
+// a change allocates little more than the new endpoint sets' part and the
+// result's new maps: with a generation per proxy per change, garbage is
+// what makes the collector run.
 //
 // The result always equals Generate's for the same snapshot. Use one
 // Generator per proxy (the reuse is keyed on that proxy's values); it is
@@ -37,6 +41,11 @@ type Generator struct {
 
 	mu   sync.Mutex
 	prev *memo
+	// spare is the memo before prev, emptied: its storage (not its
+	// contents) is the next generation's, so that a steady state of
+	// generations allocates no bookkeeping. Only the memo's own slices
+	// are recycled, never parts or Resources, which the ADS server holds.
+	spare *memo
 }
 
 // Generate returns the resources of snap; see the package function
@@ -44,14 +53,25 @@ type Generator struct {
 func (g *Generator) Generate(snap *proxycfg.ConfigSnapshot) (Resources, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	m := &memo{prev: g.prev}
-	res, err := generate(snap, m, g.Endpoints)
-	if err != nil {
-		return nil, err
+	m := g.spare
+	if m == nil {
+		m = &memo{}
 	}
+	g.spare = nil
+	m.prev = g.prev
+	res, err := generate(snap, m, g.Endpoints)
 	// Only what this generation used is kept: removed upstreams are
 	// forgotten.
 	m.prev = nil
+	if err != nil {
+		m.reset()
+		g.spare = m
+		return nil, err
+	}
+	if g.prev != nil {
+		g.prev.reset()
+		g.spare = g.prev
+	}
 	g.prev = m
 	return res, nil
 }
@@ -67,13 +87,18 @@ type recorded struct {
 // by reuse, with the key of its inputs) or an anonymous run of resources
 // added outside reuse.
 type part struct {
-	key       any
+	key       any // a *K of reusePart; nil for an anonymous part
 	resources []recorded
-	// count is the number of resources per type (resourceTypes order).
-	count [len(resourceTypes)]int
+	// count is the number of resources per type (resourceTypes order);
+	// int32 keeps parts small.
+	count [len(resourceTypes)]int32
 	// filter is an upstream's network filter (transparent proxies reuse
 	// it in their outbound listener).
 	filter *listenerv3.Filter
+	// clusters are an upstream's chain clusters (chainClusters), kept
+	// for its endpoints part: an endpoint change lists them without
+	// allocating. Nil when the upstream's cluster is an override.
+	clusters []chainCluster
 	// overrides is what escape hatches recorded in the part; nil for
 	// none, the common case, which keeps parts small.
 	overrides *partOverrides
@@ -95,11 +120,105 @@ type partOverrides struct {
 // memo holds the reusable parts of the previous generation (prev) and
 // collects those of the current one, with the generation's result and,
 // per type, the parts it was assembled from.
+//
+// Its slices are storage a Generator recycles (see Generator.spare): a
+// memo is emptied (reset) once it is neither the current generation's
+// nor the previous one's, and its capacity serves the next generation.
 type memo struct {
-	prev  *memo
-	parts map[partID]*part
-	res   Resources
-	by    contributors
+	prev *memo
+	// parts are the generation's reusable parts, in the order it made
+	// them (the public part, then upstreams by ID). That order changes
+	// little from one generation to the next, so lookup finds a part of
+	// prev at the position after the last one found, without a map.
+	parts []memoPart
+	// next is where in prev.parts lookup looks first; scans counts its
+	// linear searches, after which it indexes prev.parts (index).
+	next  int
+	scans int
+	index map[partID]int
+	// all is the storage of the builder's parts; byParts that of by.
+	all     []*part
+	byParts []*part
+	// upstreamIDs and upstreams are the sidecar's upstreams in ID order
+	// (builder.sortedUpstreams).
+	upstreamIDs []proxycfg.UpstreamID
+	upstreams   []*proxycfg.UpstreamSnapshot
+	res         Resources
+	by          contributors
+}
+
+// memoPart is a reusable part of a generation, with its ID.
+type memoPart struct {
+	id partID
+	p  *part
+}
+
+// maxScans is how many parts lookup searches for linearly in a
+// generation before it indexes the previous generation's parts: a few
+// added or removed upstreams cost a scan each, many would cost a scan
+// each of many.
+const maxScans = 8
+
+// lookup returns the previous generation's part id, or nil.
+func (m *memo) lookup(id partID) *part {
+	prev := m.prev
+	if prev == nil {
+		return nil
+	}
+	ps := prev.parts
+	if i := m.next; i < len(ps) && ps[i].id == id {
+		m.next = i + 1
+		return ps[i].p
+	}
+	if prev.index == nil && m.scans < maxScans {
+		m.scans++
+		for i := range ps {
+			if ps[i].id == id {
+				m.next = i + 1
+				return ps[i].p
+			}
+		}
+		return nil
+	}
+	if prev.index == nil {
+		prev.index = make(map[partID]int, len(ps))
+		for i := len(ps) - 1; i >= 0; i-- { // the first of an ID wins
+			prev.index[ps[i].id] = i
+		}
+	}
+	if i, ok := prev.index[id]; ok {
+		m.next = i + 1
+		return ps[i].p
+	}
+	return nil
+}
+
+// store records p as the generation's part id.
+func (m *memo) store(id partID, p *part) {
+	if m.parts == nil && m.prev != nil {
+		m.parts = make([]memoPart, 0, len(m.prev.parts))
+	}
+	m.parts = append(m.parts, memoPart{id: id, p: p})
+}
+
+// reset empties m for reuse as the next generation's memo, keeping the
+// capacity of its slices. Clearing them lets the parts and snapshots
+// they pointed to go.
+func (m *memo) reset() {
+	// Up to their capacity: a failed generation may have left pointers
+	// past a slice's length.
+	clear(m.parts[:cap(m.parts)])
+	clear(m.all[:cap(m.all)])
+	clear(m.byParts[:cap(m.byParts)])
+	clear(m.upstreamIDs[:cap(m.upstreamIDs)])
+	clear(m.upstreams[:cap(m.upstreams)])
+	*m = memo{
+		parts:       m.parts[:0],
+		all:         m.all[:0],
+		byParts:     m.byParts[:0],
+		upstreamIDs: m.upstreamIDs[:0],
+		upstreams:   m.upstreams[:0],
+	}
 }
 
 // upstreamKey is every input of an upstream's clusters, routes and
@@ -170,17 +289,40 @@ func reuse[K comparable](b *builder, id partID, key K, gen func() (*listenerv3.F
 // it besides resources (b.cur is the part while gen runs) comes back
 // with it when the part is replayed.
 func reusePart[K comparable](b *builder, id partID, key K, gen func() (*listenerv3.Filter, error)) (*part, error) {
-	if b.memo != nil && b.memo.prev != nil {
-		if p := b.memo.prev.parts[id]; p != nil {
-			if k, ok := p.key.(K); ok && k == key {
+	var prev *part
+	if b.memo != nil {
+		if p := b.memo.lookup(id); p != nil {
+			if k, ok := p.key.(*K); ok && *k == key {
 				b.parts = append(b.parts, p)
 				b.cur = nil
 				b.memo.store(id, p)
 				return p, nil
 			}
+			prev = p
 		}
 	}
-	p := &part{key: key}
+	// The part and its key in one allocation; the key is boxed as a
+	// pointer into it, which costs none. A part likely has as many
+	// resources as before (an endpoint change): one, the most frequent
+	// (an upstream's endpoint set), also comes in that allocation.
+	n := 0
+	if prev != nil {
+		n = len(prev.resources)
+	}
+	var p *part
+	if n == 1 {
+		kp := &keyedPart1[K]{key: key}
+		p = &kp.part
+		p.key = &kp.key
+		p.resources = kp.one[:0:1]
+	} else {
+		kp := &keyedPart[K]{key: key}
+		p = &kp.part
+		p.key = &kp.key
+		if n > 1 {
+			p.resources = make([]recorded, 0, n)
+		}
+	}
 	b.parts = append(b.parts, p)
 	b.cur = p
 	filter, err := gen()
@@ -193,15 +335,18 @@ func reusePart[K comparable](b *builder, id partID, key K, gen func() (*listener
 	return p, nil
 }
 
-func (m *memo) store(id partID, p *part) {
-	if m.parts == nil {
-		size := 8
-		if m.prev != nil {
-			size = len(m.prev.parts)
-		}
-		m.parts = make(map[partID]*part, size)
-	}
-	m.parts[id] = p
+// keyedPart is a reusable part with its key (part.key points to key).
+type keyedPart[K comparable] struct {
+	part
+	key K
+}
+
+// keyedPart1 is keyedPart with room for one resource (part.resources
+// starts as one[:0:1]).
+type keyedPart1[K comparable] struct {
+	part
+	key K
+	one [1]recorded
 }
 
 func (b *builder) upstreamKey(u *proxycfg.UpstreamSnapshot, leaf *structs.IssuedCert) upstreamKey {

@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"maps"
 	"reflect"
 	"testing"
 
@@ -18,18 +19,7 @@ import (
 func TestGeneratorEqualsGenerate(t *testing.T) {
 	base := snapshot(t, transparentWorld(false)(), transparentSidecar(), 3)
 
-	// derive copies s and its connect-proxy part and applies edit.
-	derive := func(s *proxycfg.ConfigSnapshot, edit func(s *proxycfg.ConfigSnapshot, cp *proxycfg.ConnectProxySnapshot)) *proxycfg.ConfigSnapshot {
-		ns := *s
-		cp := *s.ConnectProxy
-		cp.Upstreams = make(map[proxycfg.UpstreamID]*proxycfg.UpstreamSnapshot, len(s.ConnectProxy.Upstreams))
-		for id, u := range s.ConnectProxy.Upstreams {
-			cp.Upstreams[id] = u
-		}
-		ns.ConnectProxy = &cp
-		edit(&ns, &cp)
-		return &ns
-	}
+	derive := deriveSnapshot
 	newEndpoints := derive(base, func(_ *proxycfg.ConfigSnapshot, cp *proxycfg.ConnectProxySnapshot) {
 		u := *cp.Upstreams["db"]
 		u.Endpoints = map[string]structs.CheckServiceNodes{"db.default.default.dc1": sidecars("db", "dc1", inst{addr: "10.0.1.1"}, inst{addr: "10.0.1.9"})}
@@ -230,4 +220,16 @@ func generateChecked(t *testing.T, g *Generator, step string, snap *proxycfg.Con
 		t.Fatalf("%s: %v", step, err)
 	}
 	return got
+}
+
+// deriveSnapshot copies s, its connect-proxy part and its upstream map
+// (not the upstreams: a test replaces those it changes, as proxycfg does)
+// and applies edit to the copies.
+func deriveSnapshot(s *proxycfg.ConfigSnapshot, edit func(s *proxycfg.ConfigSnapshot, cp *proxycfg.ConnectProxySnapshot)) *proxycfg.ConfigSnapshot {
+	ns := *s
+	cp := *s.ConnectProxy
+	cp.Upstreams = maps.Clone(s.ConnectProxy.Upstreams)
+	ns.ConnectProxy = &cp
+	edit(&ns, &cp)
+	return &ns
 }
