@@ -193,12 +193,25 @@ func (c *connectProxy) valid() bool {
 	return c.leaf != nil && c.intentionsSet && c.svcConfig != nil
 }
 
-func (c *connectProxy) fill(snap *ConfigSnapshot) {
-	snap.ConnectProxy = &ConnectProxySnapshot{
-		Leaf:          c.leaf,
-		Intentions:    c.intentions,
-		ServiceConfig: c.svcConfig,
-		Mode:          c.mode(snap.Service),
-		Upstreams:     c.ups.snapshot(),
+// sidecarSnapshot is a sidecar's snapshot and its ConnectProxy part, in
+// one allocation instead of two (a snapshot is built for every change of
+// every proxy). They live and die together anyway.
+type sidecarSnapshot struct {
+	snap ConfigSnapshot
+	cp   ConnectProxySnapshot
+}
+
+func (c *connectProxy) newSnapshot(common ConfigSnapshot) *ConfigSnapshot {
+	b := &sidecarSnapshot{
+		snap: common,
+		cp: ConnectProxySnapshot{
+			Leaf:          c.leaf,
+			Intentions:    c.intentions,
+			ServiceConfig: c.svcConfig,
+			Mode:          c.mode(common.Service),
+			Upstreams:     c.ups.snapshot(),
+		},
 	}
+	b.snap.ConnectProxy = &b.cp
+	return &b.snap
 }

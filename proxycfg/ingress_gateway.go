@@ -157,7 +157,7 @@ func (g *ingressGateway) valid() bool {
 	return g.leaf != nil && g.entrySet && g.servicesSet
 }
 
-func (g *ingressGateway) fill(snap *ConfigSnapshot) {
+func (g *ingressGateway) newSnapshot(snap ConfigSnapshot) *ConfigSnapshot {
 	snap.IngressGateway = &IngressGatewaySnapshot{
 		Leaf:          g.leaf,
 		Config:        g.entry,
@@ -165,4 +165,5 @@ func (g *ingressGateway) fill(snap *ConfigSnapshot) {
 		Upstreams:     g.ups.snapshot(),
 		ServiceConfig: g.svcConfig,
 	}
+	return &snap
 }

@@ -96,6 +96,10 @@ type Manager struct {
 	ds           *DataSources
 	defaultAllow bool
 	limiter      *tokenBucket
+	// endpoints are the endpoint maps the state machines share; a
+	// separate object, so that the cleanups of results (which refer to
+	// it) do not keep a closed Manager alive.
+	endpoints *endpointMaps
 
 	mu     sync.Mutex
 	closed bool
@@ -127,6 +131,7 @@ func New(cfg Config) (*Manager, error) {
 		logger:       cfg.Logger,
 		defaultAllow: !strings.EqualFold(cfg.DefaultIntentionPolicy, "deny"),
 		slots:        make(map[ProxyID]*slot),
+		endpoints:    new(endpointMaps),
 	}
 	m.ds = &m.cfg.DataSources
 	if cfg.RateLimit.PerSecond > 0 {

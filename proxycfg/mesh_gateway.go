@@ -151,7 +151,7 @@ func (g *meshGateway) reconcileDatacenters(s *state, dcs []string) {
 
 func (g *meshGateway) valid() bool { return g.servicesSet && g.resolversSet }
 
-func (g *meshGateway) fill(snap *ConfigSnapshot) {
+func (g *meshGateway) newSnapshot(snap ConfigSnapshot) *ConfigSnapshot {
 	services := make(map[string]structs.CheckServiceNodes, len(g.services))
 	for k, v := range g.services {
 		services[k] = v
@@ -167,4 +167,5 @@ func (g *meshGateway) fill(snap *ConfigSnapshot) {
 		GatewaysByDatacenter: gateways,
 		ServiceConfig:        g.svcConfig,
 	}
+	return &snap
 }

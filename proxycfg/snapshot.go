@@ -93,7 +93,10 @@ func NewUpstreamID(u *structs.Upstream) UpstreamID {
 }
 
 // UpstreamSnapshot is one upstream: its definition, its discovery chain
-// and the endpoints of every target of that chain.
+// and the endpoints of every target of that chain. Every change of an
+// upstream is a new UpstreamSnapshot; an unchanged one stays the same
+// pointer from snapshot to snapshot. Its endpoint maps may be shared with
+// other proxies' snapshots: like everything in a snapshot, read-only.
 type UpstreamSnapshot struct {
 	ID UpstreamID
 	// Upstream is the definition: the registration's, or synthesized for

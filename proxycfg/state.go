@@ -30,10 +30,12 @@ type kindHandler interface {
 	// valid reports whether the kind's data is complete enough to deliver
 	// a snapshot.
 	valid() bool
-	// fill sets the kind's part of a new snapshot. It must not hand out
-	// anything the handler will modify later: maps are copied, values it
-	// points to are replaced, never mutated.
-	fill(snap *ConfigSnapshot)
+	// newSnapshot returns a new snapshot: common (the parts every kind
+	// has) with the kind's part set. It must not hand out anything the
+	// handler will modify later: maps are copied, values it points to
+	// are replaced, never mutated. Taking common by value lets a kind
+	// allocate the snapshot together with its part.
+	newSnapshot(common ConfigSnapshot) *ConfigSnapshot
 }
 
 // state is the state machine of one registered proxy. Everything below
@@ -287,7 +289,7 @@ func (s *state) deliver() {
 
 // build returns a fresh snapshot of the current state.
 func (s *state) build() *ConfigSnapshot {
-	snap := &ConfigSnapshot{
+	return s.kind.newSnapshot(ConfigSnapshot{
 		ProxyID:               s.id,
 		Kind:                  s.svc.Kind,
 		Service:               s.svc,
@@ -295,9 +297,7 @@ func (s *state) build() *ConfigSnapshot {
 		Roots:                 s.roots,
 		MeshConfig:            s.mesh,
 		IntentionDefaultAllow: s.m.defaultAllow,
-	}
-	s.kind.fill(snap)
-	return snap
+	})
 }
 
 // ensure starts (or keeps) a watch from the running state and reports

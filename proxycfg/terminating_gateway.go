@@ -148,10 +148,11 @@ func (g *terminatingGateway) watchService(s *state, name string) {
 
 func (g *terminatingGateway) valid() bool { return g.servicesSet }
 
-func (g *terminatingGateway) fill(snap *ConfigSnapshot) {
+func (g *terminatingGateway) newSnapshot(snap ConfigSnapshot) *ConfigSnapshot {
 	services := make(map[string]*TerminatingService, len(g.services))
 	for k, v := range g.services {
 		services[k] = v
 	}
 	snap.TerminatingGateway = &TerminatingGatewaySnapshot{Services: services, ServiceConfig: g.svcConfig}
+	return &snap
 }

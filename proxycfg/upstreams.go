@@ -2,6 +2,7 @@ package proxycfg
 
 import (
 	"context"
+	"maps"
 	"reflect"
 
 	"github.com/trellis-mesh/trellis/structs"
@@ -15,10 +16,21 @@ import (
 // started, so the watched set always follows the chain.
 //
 // The UpstreamSnapshot values in ups are never modified once stored: a
-// change stores a modified copy (with copied maps), so that snapshots can
-// share them.
+// change stores a modified copy (with new maps, never modified ones), so
+// that snapshots can share them. A one-entry endpoint map may even be
+// shared with other proxies (see endpointMaps).
 type upstreamSet struct {
 	ups map[UpstreamID]*UpstreamSnapshot
+	// handed is the copy of ups the last snapshot got, nil once ups
+	// changed since: snapshots built for other changes (a leaf, the
+	// intentions, the roots) share it instead of copying ups again.
+	handed map[UpstreamID]*UpstreamSnapshot
+}
+
+// put stores an upstream (a new value, never a modified one).
+func (u *upstreamSet) put(id UpstreamID, up *UpstreamSnapshot) {
+	u.ups[id] = up
+	u.handed = nil
 }
 
 // set makes sure upstream id exists with this definition and central
@@ -32,12 +44,12 @@ func (u *upstreamSet) set(s *state, id UpstreamID, def *structs.Upstream, cfg *s
 	changed := false
 	switch cur := u.ups[id]; {
 	case cur == nil:
-		u.ups[id] = &UpstreamSnapshot{ID: id, Upstream: def, Config: cfg}
+		u.put(id, &UpstreamSnapshot{ID: id, Upstream: def, Config: cfg})
 		changed = true
 	case !reflect.DeepEqual(cur.Upstream, def) || !reflect.DeepEqual(cur.Config, cfg):
 		nu := *cur
 		nu.Upstream, nu.Config = def, cfg
-		u.ups[id] = &nu
+		u.put(id, &nu)
 		changed = true
 	}
 	s.watchOrLog(watchKey{kind: watchChain, owner: string(id)}, req, func(ctx context.Context, corr string) error {
@@ -53,6 +65,7 @@ func (u *upstreamSet) remove(s *state, id UpstreamID) bool {
 	}
 	s.reg.cancelOwner(string(id))
 	delete(u.ups, id)
+	u.handed = nil
 	return true
 }
 
@@ -85,25 +98,23 @@ func (u *upstreamSet) handle(s *state, w *watch, ev UpdateEvent) (changed, ok bo
 		if !ok || resp.Chain == nil {
 			return false, true
 		}
-		u.ups[cur.ID] = u.applyChain(s, cur, resp.Chain)
+		u.put(cur.ID, u.applyChain(s, cur, resp.Chain))
 	case watchTarget:
 		resp, ok := resultAs[structs.IndexedCheckServiceNodes](s, ev)
 		if !ok {
 			return false, true
 		}
 		nu := *cur
-		nu.Endpoints = copyMap(cur.Endpoints)
-		nu.Endpoints[w.key] = nonNilNodes(resp.Nodes)
-		u.ups[cur.ID] = &nu
+		nu.Endpoints = withNodes(s, cur.Endpoints, w.key, resp)
+		u.put(cur.ID, &nu)
 	case watchMeshGateways:
 		resp, ok := resultAs[structs.IndexedCheckServiceNodes](s, ev)
 		if !ok {
 			return false, true
 		}
 		nu := *cur
-		nu.GatewayEndpoints = copyMap(cur.GatewayEndpoints)
-		nu.GatewayEndpoints[w.key] = nonNilNodes(resp.Nodes)
-		u.ups[cur.ID] = &nu
+		nu.GatewayEndpoints = withNodes(s, cur.GatewayEndpoints, w.key, resp)
+		u.put(cur.ID, &nu)
 	}
 	return true, true
 }
@@ -166,14 +177,18 @@ func (u *upstreamSet) applyChain(s *state, cur *UpstreamSnapshot, chain *structs
 	return &nu
 }
 
-// snapshot returns the upstreams for a new snapshot (a copy of the map;
-// the values are immutable).
+// snapshot returns the upstreams for a new snapshot: a copy of the map
+// (the values are immutable), made once per change of the set. maps.Clone
+// copies the map's memory instead of hashing every key again.
 func (u *upstreamSet) snapshot() map[UpstreamID]*UpstreamSnapshot {
-	out := make(map[UpstreamID]*UpstreamSnapshot, len(u.ups))
-	for id, up := range u.ups {
-		out[id] = up
+	if u.handed == nil {
+		if u.ups == nil {
+			u.handed = map[UpstreamID]*UpstreamSnapshot{}
+		} else {
+			u.handed = maps.Clone(u.ups)
+		}
 	}
-	return out
+	return u.handed
 }
 
 // nonNilNodes turns "no instances" into an empty, non-nil list, so that a
