@@ -5,6 +5,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/cespare/xxhash/v2"
@@ -43,7 +44,9 @@ type typeSet struct {
 	// carrying the very same map has the same resources (Sources never
 	// modify a delivered set), and reuses this typeSet as it is.
 	src    map[string]proto.Message
-	byName map[string]*entry
+	// sorted is every entry, by name; lookups search it (a map per set
+	// would be one more allocation per change of the type on every
+	// stream, and pointers for the GC to mark on every stream).
 	sorted []*entry
 }
 
@@ -52,7 +55,11 @@ func (t *typeSet) get(name string) *entry {
 	if t == nil {
 		return nil
 	}
-	return t.byName[name]
+	i, ok := slices.BinarySearchFunc(t.sorted, name, func(e *entry, name string) int { return strings.Compare(e.name, name) })
+	if !ok {
+		return nil
+	}
+	return t.sorted[i]
 }
 
 // prepared is a Resources set with every resource encoded and versioned:
@@ -98,7 +105,7 @@ func prepare(res Resources, prev prepared, shared *latest.Cache[string, *entry],
 			out = append(out, old)
 			continue
 		}
-		set := &typeSet{typeURL: typeURL, src: msgs, byName: make(map[string]*entry, len(msgs)), sorted: make([]*entry, 0, len(msgs))}
+		set := &typeSet{typeURL: typeURL, src: msgs, sorted: make([]*entry, 0, len(msgs))}
 		for name, msg := range msgs {
 			var e *entry
 			var err error
@@ -111,7 +118,6 @@ func prepare(res Resources, prev prepared, shared *latest.Cache[string, *entry],
 				log.Error("xds: dropping resource", "type", typeURL, "name", name, "error", err)
 				continue
 			}
-			set.byName[name] = e
 			set.sorted = append(set.sorted, e)
 		}
 		slices.SortFunc(set.sorted, byName)

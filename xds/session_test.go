@@ -160,8 +160,8 @@ func TestVersionsFollowContent(t *testing.T) {
 		t.Errorf("sorted entries %v, want [a b]", names)
 	}
 	bad := prepare(Resources{cdsURL: {"x": listener("x", 1), "y": nil}}, nil, nil, log)
-	if len(bad.get(cdsURL).byName) != 0 || len(bad.get(cdsURL).sorted) != 0 {
-		t.Errorf("mistyped or nil resources kept: %v", bad.get(cdsURL).byName)
+	if len(bad.get(cdsURL).sorted) != 0 {
+		t.Errorf("mistyped or nil resources kept: %v", entryNames(bad.get(cdsURL).sorted))
 	}
 }
 
