@@ -80,7 +80,13 @@ func (a *Agent) startXDS(watcher proxyWatcher) error {
 	// were a fifth of the agent's garbage per change (and garbage is what
 	// paces the GC whose assists make the slowest deliveries). An endpoint
 	// update is well under 8 KiB; a larger response takes a few writes.
-	gs := grpc.NewServer(grpc.InitialWindowSize(xdsReceiveWindow), grpc.InitialConnWindowSize(xdsReceiveWindow), grpc.WriteBufferSize(xdsWriteBuffer))
+	// For the same reason responses are encoded into pooled buffers
+	// (xds.Codec).
+	gs := grpc.NewServer(
+		grpc.InitialWindowSize(xdsReceiveWindow), grpc.InitialConnWindowSize(xdsReceiveWindow),
+		grpc.WriteBufferSize(xdsWriteBuffer),
+		grpc.ForceServerCodecV2(xds.Codec()),
+	)
 	ads.Register(gs)
 	x := &xdsServing{ads: ads, grpc: gs}
 	for _, addr := range addrs {

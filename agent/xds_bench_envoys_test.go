@@ -33,6 +33,8 @@ import (
 //	expect <seq> <ip> <port>   -> armed <seq>       then, once every stream got an
 //	                           -> arrived <seq> t1 .. tN   EDS response with ip:port
 //	                                                (Unix ns at which each stream got it)
+//	expect-gone <seq> <ip> <port> <service>         the same, for an EDS response without
+//	                                                ip:port for a cluster of that upstream
 //	cpu                        -> cpu <ns>          the child's CPU time so far
 //	(stdin closed)                                  disconnect and exit
 //
@@ -77,14 +79,32 @@ type xdsBenchEnvoys struct {
 // xdsBenchExpect is one expected endpoint change: which endpoint, and when
 // each stream received it.
 type xdsBenchExpect struct {
-	addr     string
-	port     uint32
+	addr string
+	port uint32
+	// gone expects the endpoint's removal: a stream gets it with an
+	// endpoint set without it for a cluster whose name starts with
+	// prefix (the upstream's: clusters are named by SNI, which starts
+	// with the service name).
+	gone     bool
+	prefix   string
 	arrivals []atomic.Int64 // Unix ns; 0 until received
 	left     atomic.Int64
 	done     chan struct{}
 }
 
-// arrived records that stream i received the endpoint at t (the first
+// saw records an endpoint set stream i received at t for cluster, with
+// or without the expected endpoint (found): arrived is the first with it,
+// or, when gone, the first of the upstream's without it. x may be nil
+// (nothing expected).
+func (x *xdsBenchExpect) saw(i int, cluster string, found bool, t time.Time) {
+	switch {
+	case x == nil:
+	case !x.gone && found, x.gone && !found && strings.HasPrefix(cluster, x.prefix):
+		x.arrived(i, t)
+	}
+}
+
+// arrived records that stream i received the change at t (the first
 // time only).
 func (x *xdsBenchExpect) arrived(i int, t time.Time) {
 	if x.arrivals[i].CompareAndSwap(0, t.UnixNano()) && x.left.Add(-1) == 0 {
@@ -141,12 +161,15 @@ func serveXDSBenchEnvoys(addr string, n int, commands io.Reader, reply func(stri
 		switch {
 		case len(f) == 1 && f[0] == "cpu":
 			reply("cpu %d", processCPU().Nanoseconds())
-		case len(f) == 4 && f[0] == "expect":
+		case len(f) == 4 && f[0] == "expect", len(f) == 5 && f[0] == "expect-gone":
 			port, err := strconv.ParseUint(f[3], 10, 32)
 			if err != nil {
 				return err
 			}
 			x := &xdsBenchExpect{addr: f[2], port: uint32(port), arrivals: make([]atomic.Int64, n), done: make(chan struct{})}
+			if f[0] == "expect-gone" {
+				x.gone, x.prefix = true, f[4]+"."
+			}
 			x.left.Store(int64(n))
 			e.expect.Store(x)
 			reply("armed %s", f[1])
@@ -232,16 +255,15 @@ func (e *xdsBenchEnvoys) stream(ctx context.Context, i int, addr string) error {
 				if err := res.GetResource().UnmarshalTo(&cla); err != nil {
 					return err
 				}
-				count := 0
+				count, found := 0, false
 				for _, l := range cla.GetEndpoints() {
 					for _, ep := range l.GetLbEndpoints() {
 						count++
 						sa := ep.GetEndpoint().GetAddress().GetSocketAddress()
-						if x != nil && sa.GetAddress() == x.addr && sa.GetPortValue() == x.port {
-							x.arrived(i, now)
-						}
+						found = found || x != nil && sa.GetAddress() == x.addr && sa.GetPortValue() == x.port
 					}
 				}
+				x.saw(i, cla.GetClusterName(), found, now)
 				endpoints[cla.GetClusterName()] = count
 			}
 			for _, name := range r.GetRemovedResources() {

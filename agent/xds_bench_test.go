@@ -93,15 +93,18 @@ const (
 // benchmark waits until every stream holds its full configuration (6
 // listeners, 5 EDS clusters, each with its endpoints).
 //
-// Each iteration registers one new Connect instance of one upstream
-// (round robin: its sidecar, which is what Connect endpoints list) on a
-// new node, through the official client's Catalog().Register (PUT
-// /v1/catalog/register: one Raft write, no anti-entropy delay), and waits
-// until every stream has received an EDS response holding the new
-// endpoint. Metrics:
+// Iterations alternate between two endpoint changes, so that the
+// endpoint sets keep their size however long the benchmark runs: one
+// registers a new Connect instance of one upstream (round robin: its
+// sidecar, which is what Connect endpoints list) on a new node, through
+// the official client's Catalog().Register (PUT /v1/catalog/register: one
+// Raft write, no anti-entropy delay), and waits until every stream has
+// received an EDS response holding the new endpoint; the next deregisters
+// that node (PUT /v1/catalog/deregister) and waits until every stream has
+// received an EDS response for that upstream without it. Metrics:
 //
 //   - p50-ms, p99-ms, max-ms: delay from the catalog write returning to
-//     each stream receiving the new endpoint, over all streams and
+//     each stream receiving the change, over all streams and
 //     iterations (issue 6's goal: p99 under 100 ms at 1,000 proxies);
 //     write-ms is the median time the write itself took. The fan-out
 //     starts when the write commits, before its HTTP answer, which then
@@ -240,16 +243,29 @@ func (env *xdsBenchEnv) run(b *testing.B) {
 	for range b.N {
 		seq := env.seq
 		env.seq++
-		k := seq % xdsBenchUpstreams
-		addr := fmt.Sprintf("10.1.%d.%d", seq/250, seq%250+1)
-		if err := env.envoys.send("expect %d %s %d", seq, addr, xdsBenchUpstreamPort); err != nil {
+		// Changes come in pairs, an instance added then removed, so that
+		// the endpoint sets keep their size however many iterations run.
+		inst := seq / 2
+		k := inst % xdsBenchUpstreams
+		addr := fmt.Sprintf("10.1.%d.%d", inst/250, inst%250+1)
+		node := fmt.Sprintf("bench-node-%d", inst)
+		add := seq%2 == 0
+		cmd := fmt.Sprintf("expect %d %s %d", seq, addr, xdsBenchUpstreamPort)
+		if !add {
+			cmd = fmt.Sprintf("expect-gone %d %s %d up%d", seq, addr, xdsBenchUpstreamPort, k)
+		}
+		if err := env.envoys.send("%s", cmd); err != nil {
 			b.Fatal(err)
 		}
 		if err := env.envoys.await("armed"); err != nil {
 			b.Fatal(err)
 		}
 		t0 := time.Now()
-		env.registerUpstream(b, k, fmt.Sprintf("bench-node-%d", seq), addr)
+		if add {
+			env.registerUpstream(b, k, node, addr)
+		} else if _, err := env.client.Catalog().Deregister(&api.CatalogDeregistration{Node: node}, nil); err != nil {
+			b.Fatalf("deregister %s: %v", node, err)
+		}
 		t1 := time.Now()
 		writes = append(writes, t1.Sub(t0))
 		line, err := env.envoys.expect("arrived")
