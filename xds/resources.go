@@ -43,7 +43,7 @@ type typeSet struct {
 	// src is the Source's map the set was prepared from: a next set
 	// carrying the very same map has the same resources (Sources never
 	// modify a delivered set), and reuses this typeSet as it is.
-	src    map[string]proto.Message
+	src map[string]proto.Message
 	// sorted is every entry, by name; lookups search it (a map per set
 	// would be one more allocation per change of the type on every
 	// stream, and pointers for the GC to mark on every stream).
