@@ -185,6 +185,7 @@ func (s *session) handleDelta(r request) {
 func (s *session) ackOrNack(ts *typeState, r request) {
 	inf := ts.inflight
 	ts.inflight = nil
+	defer ts.recycle(inf)
 	now := s.now()
 	if r.errorDetail == nil {
 		ts.status.LastAckedVersion, ts.status.LastAckedAt = inf.version, now
@@ -425,10 +426,10 @@ func (s *session) respond(ts *typeState, set *typeSet, ups []*entry, rems []stri
 	s.nonce++
 	nonce := strconv.FormatUint(s.nonce, 10)
 	view := ts.view(set)
-	inf := &inflight{nonce: nonce, viewFP: ts.viewFP(set)}
+	inf := ts.newInflight(nonce, ts.viewFP(set))
 	var msg proto.Message
 	if s.delta {
-		inf.prev = ts.apply(ups, rems, false)
+		inf.prev = ts.apply(inf.prev, ups, rems, false)
 		inf.version = ts.versionHeld()
 		// One allocation for the messages, one for the pointers.
 		rs := make([]discoveryv3.Resource, len(ups))
@@ -453,7 +454,7 @@ func (s *session) respond(ts *typeState, set *typeSet, ups []*entry, rems []stri
 				slices.SortFunc(sent, byName)
 			}
 		}
-		inf.prev = ts.apply(sent, nil, omissionDeletes(ts.typeURL))
+		inf.prev = ts.apply(inf.prev, sent, nil, omissionDeletes(ts.typeURL))
 		inf.version = fingerprint(sent)
 		anys := make([]*anypb.Any, len(sent))
 		for i, e := range sent {

@@ -28,6 +28,11 @@ type typeState struct {
 	answered bool
 	// inflight is the response awaiting ACK or NACK; at most one per type.
 	inflight *inflight
+	// spare is the last settled inflight, emptied, for the next response
+	// (see newInflight).
+	spare *inflight
+	// scratch is versionHeld's storage, empty between calls.
+	scratch []*entry
 	// suppressed holds the type back after a NACK until the resources the
 	// client would get (fingerprint suppressedFP) change: Envoy rejects the
 	// same content every time, so re-sending it would loop forever.
@@ -240,12 +245,12 @@ func (ts *typeState) held(view []*entry) []*entry {
 // apply records a response in the client view (optimistically: a NACK
 // reverts it) and returns what the touched names held before. replace
 // drops every held name not sent (state-of-the-world omission).
-func (ts *typeState) apply(sent []*entry, removed []string, replace bool) []prevEntry {
+func (ts *typeState) apply(prev []prevEntry, sent []*entry, removed []string, replace bool) []prevEntry {
 	ts.touchClient()
 	// A name may be recorded twice (sent and removed in one response,
 	// which plan never does); revert restores in reverse, so the first
 	// record, the state before the response, wins.
-	prev := make([]prevEntry, 0, len(sent)+len(removed))
+	prev = slices.Grow(prev[:0], len(sent)+len(removed))
 	record := func(name string) {
 		c, held := ts.client[name]
 		prev = append(prev, prevEntry{name: name, e: c, held: held})
@@ -277,6 +282,28 @@ func (ts *typeState) apply(sent []*entry, removed []string, replace bool) []prev
 	return prev
 }
 
+// newInflight returns the record of a new response: the spare one when
+// there is one (a type settles a response before it sends the next, so
+// one record per type serves a whole stream at steady state, its prev
+// storage too).
+func (ts *typeState) newInflight(nonce, viewFP string) *inflight {
+	inf := ts.spare
+	if inf == nil {
+		return &inflight{nonce: nonce, viewFP: viewFP}
+	}
+	ts.spare = nil
+	*inf = inflight{nonce: nonce, viewFP: viewFP, prev: inf.prev[:0]}
+	return inf
+}
+
+// recycle keeps a settled inflight as the spare, without what it
+// pointed to.
+func (ts *typeState) recycle(inf *inflight) {
+	clear(inf.prev)
+	*inf = inflight{prev: inf.prev[:0]}
+	ts.spare = inf
+}
+
 // revert undoes a rejected response.
 func (ts *typeState) revert(prev []prevEntry) {
 	ts.touchClient()
@@ -306,14 +333,17 @@ func (ts *typeState) dropUnwanted() {
 // versionHeld fingerprints what the client holds (the delta
 // system_version_info).
 func (ts *typeState) versionHeld() string {
-	entries := make([]*entry, 0, len(ts.client))
+	entries := ts.scratch[:0]
 	for _, c := range ts.client {
 		if c != nil {
 			entries = append(entries, c)
 		}
 	}
 	slices.SortFunc(entries, byName)
-	return fingerprint(entries)
+	fp := fingerprint(entries)
+	clear(entries)
+	ts.scratch = entries[:0]
+	return fp
 }
 
 // setSotWNames applies a state-of-the-world request's resource names: an
