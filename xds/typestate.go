@@ -72,6 +72,8 @@ type viewCache struct {
 	sub  uint64
 	view []*entry
 	fp   string
+	// owned is set when view is the type's own slice (not a set's).
+	owned bool
 }
 
 // inflight is one response awaiting ACK or NACK.
@@ -147,7 +149,8 @@ func (ts *typeState) wants(name string) bool {
 
 // view is what the client should hold: the subscribed resources that
 // exist, sorted by name. The slice is shared (the set's own for a
-// wildcard): callers must not modify it.
+// wildcard): callers must not modify it, nor keep it past the next view
+// of another set or subscription, which may reuse its storage.
 func (ts *typeState) view(set *typeSet) []*entry {
 	if ts.vc.set == set && ts.vc.sub == ts.subGen && ts.vc.view != nil {
 		return ts.vc.view
@@ -158,6 +161,14 @@ func (ts *typeState) view(set *typeSet) []*entry {
 			out = set.sorted
 		}
 	} else {
+		// The previous view is only in the cache (callers use a view
+		// before they ask for another), so its storage serves again.
+		if prev := ts.vc.view; ts.vc.owned && cap(prev) >= len(ts.names) {
+			clear(prev)
+			out = prev[:0]
+		} else {
+			out = make([]*entry, 0, len(ts.names))
+		}
 		for n := range ts.names {
 			if e := set.get(n); e != nil {
 				out = append(out, e)
@@ -168,7 +179,7 @@ func (ts *typeState) view(set *typeSet) []*entry {
 	if out == nil {
 		out = []*entry{}
 	}
-	ts.vc = viewCache{set: set, sub: ts.subGen, view: out}
+	ts.vc = viewCache{set: set, sub: ts.subGen, view: out, owned: !ts.wildcard}
 	return out
 }
 
