@@ -82,9 +82,20 @@ func (s *Server) catalogListNodes(ctx context.Context, args *structs.DCSpecificR
 	})
 }
 
+// catalogListServices filters itself (see filtersItself): ?filter= selects
+// instances, by the flattened ServiceNode's fields as Consul's does, and
+// a service is listed when one of its instances is selected.
 func (s *Server) catalogListServices(ctx context.Context, args *structs.DCSpecificRequest, reply *structs.IndexedServices) error {
+	var keep func(*structs.ServiceNode) bool
+	if args.Filter != "" {
+		f, err := structs.CompileFilter(args.Filter)
+		if err != nil {
+			return err
+		}
+		keep = func(sn *structs.ServiceNode) bool { return f.Evaluate(sn) }
+	}
 	return s.blockingQuery(ctx, &args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, st *state.Store) error {
-		idx, svcs, err := st.Services(ws, args.NodeMetaFilters)
+		idx, svcs, err := st.ServicesWhere(ws, args.NodeMetaFilters, keep)
 		reply.Index, reply.Services = idx, svcs
 		return err
 	})

@@ -15,6 +15,7 @@ func (s *Server) endpointTable() map[string]endpoint {
 	handle(t, structs.MethodCatalogDeregister, write, s.catalogDeregister)
 	handle(t, structs.MethodCatalogListNodes, read, s.catalogListNodes)
 	handle(t, structs.MethodCatalogListServices, read, s.catalogListServices)
+	filtersItself(t, structs.MethodCatalogListServices)
 	handle(t, structs.MethodCatalogServiceNodes, read, s.catalogServiceNodes)
 	handle(t, structs.MethodCatalogNodeServices, read, s.catalogNodeServices)
 

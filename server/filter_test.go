@@ -211,6 +211,31 @@ func filterMethods() []filterMethod {
 			},
 		},
 		{
+			// The services with an instance the filter selects, each with
+			// the tags of the selected instances.
+			name: "catalog services", method: structs.MethodCatalogListServices,
+			args:  func(q structs.QueryOptions) any { return &structs.DCSpecificRequest{QueryOptions: q} },
+			reply: func() any { return new(structs.IndexedServices) },
+			// Each service, and each of its tags as service#tag.
+			ids: func(r any) []string {
+				ids := []string{}
+				for name, tags := range r.(*structs.IndexedServices).Services {
+					ids = append(ids, name)
+					for _, tag := range tags {
+						ids = append(ids, name+"#"+tag)
+					}
+				}
+				slices.Sort(ids)
+				return ids
+			},
+			cases: []filterWant{
+				{`ServiceMeta.version == v2`, []string{"web", "web#secondary"}},
+				{`ServiceName == web`, []string{"web", "web#primary", "web#secondary"}},
+				{`NodeMeta.rack == r2 and ServiceKind == "connect-proxy"`, []string{"web-sidecar-proxy"}},
+				{`ServiceName == nothing`, none},
+			},
+		},
+		{
 			name: "intentions", method: structs.MethodIntentionList,
 			args:  func(q structs.QueryOptions) any { return &structs.DCSpecificRequest{QueryOptions: q} },
 			reply: func() any { return new(structs.IndexedIntentions) },
@@ -269,9 +294,6 @@ func TestFilterRefusedWithoutFilterableResult(t *testing.T) {
 		method      string
 		args, reply any
 	}{
-		// Consul filters the instances behind /v1/catalog/services; our
-		// reply only has the names and tags.
-		{structs.MethodCatalogListServices, &structs.DCSpecificRequest{QueryOptions: structs.QueryOptions{Filter: "ServiceName == web"}}, new(structs.IndexedServices)},
 		{structs.MethodKVSGet, &structs.KeyRequest{Key: "k", QueryOptions: structs.QueryOptions{Filter: "Key == k"}}, new(structs.IndexedDirEntries)},
 		{structs.MethodStatusLeader, &structs.DCSpecificRequest{QueryOptions: structs.QueryOptions{Filter: "x == y"}}, new(string)},
 	}

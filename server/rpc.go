@@ -35,6 +35,9 @@ type endpoint struct {
 	// unfiltered returns a shallow copy of args without the ?filter=
 	// expression, which the server applies itself (see serve).
 	unfiltered func(args any) any
+	// selfFiltering endpoints apply ?filter= themselves, to what their
+	// reply is built from (see filtersItself).
+	selfFiltering bool
 }
 
 // handle registers a typed handler under name.
@@ -54,6 +57,17 @@ func handle[A, R any](table map[string]endpoint, name string, write bool, fn fun
 			return &c
 		},
 	}
+}
+
+// filtersItself marks a registered read as applying ?filter= itself: its
+// reply is not a list of the elements Consul filters (Catalog.ListServices
+// answers service names and tags, built from the instances the filter
+// selects), so serve hands it the expression instead of filtering the
+// reply.
+func filtersItself(table map[string]endpoint, name string) {
+	ep := table[name]
+	ep.selfFiltering = true
+	table[name] = ep
 }
 
 type queryOpts interface{ QueryOpts() *structs.QueryOptions }
@@ -81,7 +95,7 @@ func (s *Server) RPC(ctx context.Context, method string, args, reply any) (err e
 		if q.Filter != "" {
 			// Parsed before anything runs, so that a malformed
 			// expression fails at once (and never blocks).
-			if filter, err = compileFilter(method, q.Filter, reply); err != nil {
+			if filter, err = compileFilter(method, q.Filter, ep, reply); err != nil {
 				return err
 			}
 		}
@@ -98,11 +112,10 @@ func (s *Server) RPC(ctx context.Context, method string, args, reply any) (err e
 }
 
 // compileFilter parses a read's ?filter= expression for a reply that can
-// be filtered. Other replies refuse any expression: Catalog.ListServices,
-// for one, answers service names and tags, while Consul filters the
-// service instances they are built from.
-func compileFilter(method, expr string, reply any) (*structs.Filter, error) {
-	if _, ok := reply.(structs.Filterable); !ok {
+// be filtered, or an endpoint that filters itself. Other reads refuse any
+// expression.
+func compileFilter(method, expr string, ep endpoint, reply any) (*structs.Filter, error) {
+	if _, ok := reply.(structs.Filterable); !ok && !ep.selfFiltering {
 		return nil, fmt.Errorf("%w: %s has no filterable result", structs.ErrFilterNotSupported, method)
 	}
 	return structs.CompileFilter(expr)
@@ -115,7 +128,7 @@ func compileFilter(method, expr string, reply any) (*structs.Filter, error) {
 // moves, as Consul's does) and on whichever server answered, so that
 // leader, stale and forwarded reads filter alike.
 func serve(ctx context.Context, ep endpoint, args, reply any, filter *structs.Filter) error {
-	if filter == nil {
+	if filter == nil || ep.selfFiltering {
 		return ep.fn(ctx, args, reply)
 	}
 	if err := ep.fn(ctx, ep.unfiltered(args), reply); err != nil {

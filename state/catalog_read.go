@@ -65,6 +65,14 @@ func satisfiesMeta(meta, filter map[string]string) bool {
 // order first seen (as Consul answers /v1/catalog/services). With a
 // metaFilter only instances on nodes carrying that metadata count.
 func (s *Store) Services(ws memdb.WatchSet, metaFilter map[string]string) (uint64, map[string][]string, error) {
+	return s.ServicesWhere(ws, metaFilter, nil)
+}
+
+// ServicesWhere is Services counting only the instances keep accepts
+// (all when keep is nil), flattened with their node as ServiceNodes, which
+// keep must not modify: /v1/catalog/services?filter= (Consul filters the
+// instances, then lists the services that still have one).
+func (s *Store) ServicesWhere(ws memdb.WatchSet, metaFilter map[string]string, keep func(*structs.ServiceNode) bool) (uint64, map[string][]string, error) {
 	tx := s.db.Txn(false)
 	defer tx.Abort()
 
@@ -97,6 +105,15 @@ func (s *Store) Services(ws memdb.WatchSet, metaFilter map[string]string) (uint6
 		r := raw.(*serviceRow)
 		if nodeOK != nil && !nodeOK[strings.ToLower(r.Node)] {
 			continue
+		}
+		if keep != nil {
+			n, err := getNode(tx, r.Node)
+			if err != nil {
+				return 0, nil, err
+			}
+			if n == nil || !keep(r.Service.ToServiceNode(n)) {
+				continue
+			}
 		}
 		name := r.Service.Service
 		if _, ok := out[name]; !ok {

@@ -3,6 +3,7 @@ package state
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/trellis-mesh/trellis/structs"
@@ -326,6 +327,17 @@ func TestCatalogReads(t *testing.T) {
 		want = map[string][]string{"web": {"v1", "v2"}, "db": {}, "api": {}}
 		if !reflect.DeepEqual(svcs, want) {
 			t.Fatalf("filtered services = %v, want %v", svcs, want)
+		}
+		// keep sees each instance flattened with its node; a service is
+		// listed with the tags of the instances it keeps.
+		var seen []string
+		_, svcs, _ = s.ServicesWhere(nil, nil, func(sn *structs.ServiceNode) bool {
+			seen = append(seen, sn.Node+"/"+sn.ServiceID)
+			return sn.ServiceName == "web" && slices.Contains(sn.ServiceTags, "primary")
+		})
+		want = map[string][]string{"web": {"v2", "primary"}}
+		if !reflect.DeepEqual(svcs, want) || len(seen) != 5 {
+			t.Fatalf("services of kept instances = %v (saw %v), want %v (every instance seen)", svcs, seen, want)
 		}
 	})
 

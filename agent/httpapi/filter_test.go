@@ -133,6 +133,14 @@ func TestFilterWithOfficialClient(t *testing.T) {
 			}
 			return sorted(ids), err
 		},
+		"catalog services": func(f string) ([]string, error) {
+			svcs, _, err := c.Catalog().Services(q(f))
+			var ids []string
+			for name, tags := range svcs {
+				ids = append(ids, name+":"+strings.Join(sorted(tags), ","))
+			}
+			return sorted(ids), err
+		},
 		"catalog service": func(f string) ([]string, error) {
 			svcs, _, err := c.Catalog().Service("web", "", q(f))
 			var ids []string
@@ -235,6 +243,13 @@ func TestFilterWithOfficialClient(t *testing.T) {
 		{"catalog nodes", `Meta.rack == r2`, []string{"web-2"}},
 		{"catalog nodes", `Node matches "^web-"`, []string{"web-1", "web-2"}},
 		{"catalog nodes", `Meta.rack == r9`, []string{}},
+		// Services with an instance the filter selects, with the tags of
+		// the selected instances only (as Consul builds them).
+		{"catalog services", `ServiceMeta.version == v2`, []string{"web:secondary"}},
+		{"catalog services", `NodeMeta.rack == r2`, []string{"web-sidecar-proxy:", "web:secondary"}},
+		{"catalog services", `ServiceName == web`, []string{"web:primary,secondary"}},
+		{"catalog services", `ServiceKind == "connect-proxy"`, []string{"web-sidecar-proxy:"}},
+		{"catalog services", `ServiceName == nothing`, []string{}},
 		{"catalog service", `ServiceMeta.version == v2`, []string{"web-v2"}},
 		{"catalog service", `NodeMeta.rack == r1`, []string{"web-v1"}},
 		{"catalog connect", `ServiceProxy.Upstreams.DestinationName == db`, []string{"web-v2-proxy"}},
@@ -299,9 +314,9 @@ func TestFilterWireAnswers(t *testing.T) {
 			"Failed to create boolean expression evaluator: 1:4 (3): unexpected end of expression, expected an operator"},
 		{"/v1/agent/checks?filter=Status+%3D%3D", 500,
 			"Failed to create boolean expression evaluator: 1:10 (9): unexpected end of expression, expected a value"},
-		// Our /v1/catalog/services reply has no instances to filter.
-		{"/v1/catalog/services?filter=ServiceName+%3D%3D+web", 500,
-			"filter expressions are not supported: Catalog.ListServices has no filterable result"},
+		{"/v1/catalog/services?filter=ServiceName+%3D%3D+nothing", 200, "{}"},
+		{"/v1/catalog/services?filter=ServiceName+%3D%3D", 500,
+			"Failed to create boolean expression evaluator: 1:15 (14): unexpected end of expression, expected a value"},
 	}
 	for _, tc := range cases {
 		resp, err := http.Get(base + tc.path)
