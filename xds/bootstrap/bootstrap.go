@@ -105,8 +105,12 @@ type Config struct {
 	// for listen addresses.
 	AdminBind string
 	// AdminAccessLogPath is the file the admin server logs its requests to
-	// (DefaultAdminAccessLogPath when empty).
+	// (DefaultAdminAccessLogPath when empty), unless AdminAccessLogs is set.
 	AdminAccessLogPath string
+	// AdminAccessLogs, when set, are the admin server's access logs
+	// instead: what proxy-defaults' AccessLogs give every proxy (see
+	// gen.AccessLogs), as Consul's `connect envoy` does.
+	AdminAccessLogs []*accesslogv3.AccessLog
 
 	// AgentAddress is the agent's gRPC ip:port (DefaultAgentAddress when
 	// both it and AgentSocket are empty). An IP literal: the local_agent
@@ -288,6 +292,9 @@ func buildAdmin(cfg Config) (*bootstrapv3.Admin, error) {
 	addr, err := socketAddress("admin bind address", cfg.AdminBind)
 	if err != nil {
 		return nil, err
+	}
+	if len(cfg.AdminAccessLogs) > 0 {
+		return &bootstrapv3.Admin{Address: addr, AccessLog: cfg.AdminAccessLogs}, nil
 	}
 	// access_log (a file logger) rather than the deprecated
 	// access_log_path, which Envoy warns about at every start.

@@ -97,6 +97,16 @@ func (b *builder) listenerAccessLogs() []*accesslogv3.AccessLog {
 	return b.accessLogs(b.proxyAccessLogs(), true)
 }
 
+// AccessLogs returns the access log proxy-defaults' AccessLogs c gives a
+// connection manager or tcp_proxy, which is also what Consul's `connect
+// envoy` puts on the bootstrap's admin server; nil when c is nil, disabled
+// or cannot be built (see accessLogs).
+func AccessLogs(c *structs.AccessLogsConfig) ([]*accesslogv3.AccessLog, error) {
+	var b builder
+	logs := b.accessLogs(c, false)
+	return logs, b.err
+}
+
 // accessLogs builds the access log of a filter or, with listener set, of
 // a listener. A configuration that cannot be built (a JSONFormat that is
 // JSON but not an object, which the entry's validation lets through as

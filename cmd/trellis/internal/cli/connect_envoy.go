@@ -319,7 +319,7 @@ func (c *connectEnvoyCmd) bootstrapConfig(ctx context.Context, client *apiClient
 	if svc.Kind == "" {
 		return bootstrap.Config{}, errors.New("service is not a Connect proxy or gateway")
 	}
-	opaque, err := c.opaqueProxyConfig(ctx, client, svc)
+	opaque, accessLogs, err := c.proxyDefaults(ctx, client, svc)
 	if err != nil {
 		return bootstrap.Config{}, err
 	}
@@ -343,6 +343,9 @@ func (c *connectEnvoyCmd) bootstrapConfig(ctx context.Context, client *apiClient
 		return cfg, err
 	}
 	if err := metricsBindAddrs(ctx, opaque, &cfg); err != nil {
+		return cfg, err
+	}
+	if err := c.adminAccessLogs(accessLogs, &cfg, env); err != nil {
 		return cfg, err
 	}
 	if svc.Kind == "ingress-gateway" {

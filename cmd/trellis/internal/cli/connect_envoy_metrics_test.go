@@ -55,13 +55,22 @@ func staticListeners(want map[string]string) func(*testing.T, *bootstrapv3.Boots
 	}
 }
 
+// The routes and requests of a bootstrap for the web sidecar, whose
+// registration and proxy-defaults the CLI reads.
+const (
+	svcPath  = "GET /v1/agent/service/web-sidecar-proxy"
+	defsPath = "GET /v1/config/proxy-defaults/global"
+)
+
+// webSidecarBootstrap returns the arguments of a bootstrap for the web
+// sidecar and the requests it makes.
+func webSidecarBootstrap() ([]string, []sentRequest) {
+	return []string{"-proxy-id", "web-sidecar-proxy", "-bootstrap"},
+		[]sentRequest{{Method: "GET", Path: "/v1/agent/service/web-sidecar-proxy"}, proxyDefaultsRequest("")}
+}
+
 func TestConnectEnvoyMetricsListeners(t *testing.T) {
-	const (
-		svcPath  = "GET /v1/agent/service/web-sidecar-proxy"
-		defsPath = "GET /v1/config/proxy-defaults/global"
-	)
-	args := []string{"-proxy-id", "web-sidecar-proxy", "-bootstrap"}
-	getWeb := []sentRequest{{Method: "GET", Path: "/v1/agent/service/web-sidecar-proxy"}, proxyDefaultsRequest("")}
+	args, getWeb := webSidecarBootstrap()
 	const prom, stats = "envoy_prometheus_metrics_listener", "envoy_metrics_listener"
 	runEnvoyCases(t, []envoyCase{
 		{name: "none configured", args: args, want: getWeb,
