@@ -69,6 +69,10 @@ type ServiceSpecificRequest struct {
 	// Connect asks for the service's Connect endpoints (its sidecar proxies
 	// and Connect-native instances) instead of the service itself.
 	Connect bool
+	// Ingress asks for the instances of the ingress gateways that expose
+	// the service (by name or through a wildcard) instead
+	// (/v1/health/ingress/<service>).
+	Ingress bool
 	// PassingOnly drops instances with any check not passing.
 	PassingOnly     bool
 	NodeMetaFilters map[string]string

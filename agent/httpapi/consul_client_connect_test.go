@@ -209,3 +209,98 @@ func TestConsulClientIntentions(t *testing.T) {
 		t.Fatal("the wildcard allow applies once the exact deny is gone")
 	}
 }
+
+// TestConsulClientHealthIngress: /v1/health/ingress/<service> lists the
+// instances of the ingress gateways exposing the service, by name or
+// through a wildcard (which covers Connect services only), with their
+// health, as Consul's Health().Ingress does.
+func TestConsulClientHealthIngress(t *testing.T) {
+	c, _ := startRealServer(t)
+	for _, e := range []api.ConfigEntry{
+		&api.ServiceConfigEntry{Kind: api.ServiceDefaults, Name: "web", Protocol: "http"},
+		&api.IngressGatewayConfigEntry{Kind: api.IngressGateway, Name: "ing-named", Listeners: []api.IngressListener{
+			{Port: 8080, Protocol: "http", Services: []api.IngressService{{Name: "web"}}}}},
+		&api.IngressGatewayConfigEntry{Kind: api.IngressGateway, Name: "ing-wild", Listeners: []api.IngressListener{
+			{Port: 9090, Protocol: "http", Services: []api.IngressService{{Name: "*"}}}}},
+		&api.IngressGatewayConfigEntry{Kind: api.IngressGateway, Name: "ing-other", Listeners: []api.IngressListener{
+			{Port: 7070, Protocol: "tcp", Services: []api.IngressService{{Name: "db"}}}}},
+	} {
+		if ok, _, err := c.ConfigEntries().Set(e, nil); err != nil || !ok {
+			t.Fatalf("set %s: %v %v", e.GetName(), ok, err)
+		}
+	}
+	register := func(node, addr string, svc *api.AgentService, status string) {
+		t.Helper()
+		reg := &api.CatalogRegistration{Node: node, Address: addr, Service: svc}
+		if status != "" {
+			reg.Checks = api.HealthChecks{{CheckID: svc.ID + "-check", Name: "alive", ServiceID: svc.ID, Status: status}}
+		}
+		if _, err := c.Catalog().Register(reg, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	register("gw-1", "10.0.0.1", &api.AgentService{Kind: api.ServiceKindIngressGateway, ID: "ing-named", Service: "ing-named", Port: 8080}, api.HealthPassing)
+	register("gw-2", "10.0.0.2", &api.AgentService{Kind: api.ServiceKindIngressGateway, ID: "ing-wild", Service: "ing-wild", Port: 9090}, api.HealthCritical)
+	register("gw-3", "10.0.0.3", &api.AgentService{Kind: api.ServiceKindIngressGateway, ID: "ing-other", Service: "ing-other", Port: 7070}, "")
+	// web is a Connect service (it has a sidecar), so the wildcard covers
+	// it; legacy is not, so only gateways naming it would.
+	register("app-1", "10.0.1.1", &api.AgentService{ID: "web", Service: "web", Port: 80}, "")
+	register("app-1", "10.0.1.1", &api.AgentService{Kind: api.ServiceKindConnectProxy, ID: "web-sidecar-proxy", Service: "web-sidecar-proxy", Port: 21000,
+		Proxy: &api.AgentServiceConnectProxyConfig{DestinationServiceName: "web"}}, "")
+	register("app-1", "10.0.1.1", &api.AgentService{ID: "legacy", Service: "legacy", Port: 81}, "")
+
+	ids := func(entries []*api.ServiceEntry) []string {
+		out := []string{}
+		for _, e := range entries {
+			out = append(out, e.Node.Node+"/"+e.Service.ID)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		service string
+		passing bool
+		want    []string
+	}{
+		{"web", false, []string{"gw-1/ing-named", "gw-2/ing-wild"}},
+		{"web", true, []string{"gw-1/ing-named"}},
+		{"db", false, []string{"gw-3/ing-other"}},
+		{"legacy", false, []string{}},
+		{"nothing", false, []string{}},
+	} {
+		entries, meta, err := c.Health().Ingress(tc.service, tc.passing, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := ids(entries); strings.Join(got, ",") != strings.Join(tc.want, ",") || meta.LastIndex == 0 {
+			t.Errorf("ingress for %s (passing %v): %v (index %d), want %v", tc.service, tc.passing, got, meta.LastIndex, tc.want)
+		}
+	}
+
+	// A blocking read wakes when a gateway starts exposing the service.
+	_, meta, err := c.Health().Ingress("legacy", false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan []string, 1)
+	go func() {
+		entries, _, err := c.Health().Ingress("legacy", false, &api.QueryOptions{WaitIndex: meta.LastIndex, WaitTime: 10 * time.Second})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- ids(entries)
+	}()
+	time.Sleep(50 * time.Millisecond)
+	if ok, _, err := c.ConfigEntries().Set(&api.IngressGatewayConfigEntry{Kind: api.IngressGateway, Name: "ing-other", Listeners: []api.IngressListener{
+		{Port: 7070, Protocol: "tcp", Services: []api.IngressService{{Name: "db"}}},
+		{Port: 7071, Protocol: "tcp", Services: []api.IngressService{{Name: "legacy"}}}}}, nil); err != nil || !ok {
+		t.Fatalf("update ing-other: %v %v", ok, err)
+	}
+	select {
+	case got := <-done:
+		if strings.Join(got, ",") != "gw-3/ing-other" {
+			t.Fatalf("after the update: %v, want [gw-3/ing-other]", got)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the blocking read did not return")
+	}
+}

@@ -8,17 +8,25 @@ import (
 
 // healthServiceNodes handles GET /v1/health/service/<name>.
 func (s *Server) healthServiceNodes(w http.ResponseWriter, r *http.Request) (any, error) {
-	return s.checkServiceNodes(w, r, "/v1/health/service/", false)
+	return s.checkServiceNodes(w, r, "/v1/health/service/", structs.ServiceSpecificRequest{})
 }
 
 // healthConnectNodes handles GET /v1/health/connect/<name>: the service's
 // Connect endpoints with their health.
 func (s *Server) healthConnectNodes(w http.ResponseWriter, r *http.Request) (any, error) {
-	return s.checkServiceNodes(w, r, "/v1/health/connect/", true)
+	return s.checkServiceNodes(w, r, "/v1/health/connect/", structs.ServiceSpecificRequest{Connect: true})
 }
 
-func (s *Server) checkServiceNodes(w http.ResponseWriter, r *http.Request, prefix string, connect bool) (any, error) {
-	args := structs.ServiceSpecificRequest{Connect: connect, NodeMetaFilters: parseMetaFilter(r)}
+// healthIngressNodes handles GET /v1/health/ingress/<name>: the instances
+// of the ingress gateways that expose the service, with their health.
+func (s *Server) healthIngressNodes(w http.ResponseWriter, r *http.Request) (any, error) {
+	return s.checkServiceNodes(w, r, "/v1/health/ingress/", structs.ServiceSpecificRequest{Ingress: true})
+}
+
+// checkServiceNodes serves the three health reads of a service; args says
+// which (Connect, Ingress).
+func (s *Server) checkServiceNodes(w http.ResponseWriter, r *http.Request, prefix string, args structs.ServiceSpecificRequest) (any, error) {
+	args.NodeMetaFilters = parseMetaFilter(r)
 	if err := s.parseQuery(r, &args.QueryOptions); err != nil {
 		return nil, err
 	}

@@ -184,6 +184,7 @@ func (s *Server) routes() *http.ServeMux {
 
 	handle("/v1/health/service/", get, s.healthServiceNodes)
 	handle("/v1/health/connect/", get, s.healthConnectNodes)
+	handle("/v1/health/ingress/", get, s.healthIngressNodes)
 	handle("/v1/health/checks/", get, s.healthServiceChecks)
 	handle("/v1/health/node/", get, s.healthNodeChecks)
 	handle("/v1/health/state/", get, s.healthChecksInState)

@@ -137,3 +137,46 @@ func linked(gateway string, ls *structs.LinkedService, name string, wildcard boo
 		FromWildcard: wildcard,
 	}
 }
+
+// ingressGatewayNodes lists the instances (with their checks) of the
+// ingress gateways whose config entry exposes service, by name or through
+// a wildcard, carrying every tag of tags: Consul's
+// /v1/health/ingress/<service>. Gateways come in name order. It watches
+// the ingress-gateway entries, what their wildcards expand to, and the
+// gateways' health.
+func ingressGatewayNodes(ws memdb.WatchSet, st *state.Store, service string, tags []string) (uint64, structs.CheckServiceNodes, error) {
+	idx, entries, err := st.ConfigEntriesByKind(ws, structs.IngressGateway)
+	if err != nil {
+		return 0, nil, err
+	}
+	var gateways []string
+	for _, e := range entries {
+		ing, ok := e.(*structs.IngressGatewayConfigEntry)
+		if !ok {
+			continue
+		}
+		sidx, svcs, err := ingressServices(ws, st, ing)
+		if err != nil {
+			return 0, nil, err
+		}
+		idx = max(idx, sidx)
+		if slices.ContainsFunc(svcs, func(gs *structs.GatewayService) bool { return gs.Service == service }) {
+			gateways = append(gateways, ing.Name)
+		}
+	}
+	slices.Sort(gateways)
+	out := structs.CheckServiceNodes{}
+	for _, gw := range gateways {
+		hidx, nodes, err := st.CheckServiceNodes(ws, gw, tags, false)
+		if err != nil {
+			return 0, nil, err
+		}
+		idx = max(idx, hidx)
+		for _, n := range nodes {
+			if n.Service != nil && n.Service.Kind == structs.ServiceKindIngressGateway {
+				out = append(out, n)
+			}
+		}
+	}
+	return idx, out, nil
+}

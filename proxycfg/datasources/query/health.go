@@ -12,7 +12,8 @@ import (
 )
 
 // ServiceHealth lists the instances of req.ServiceName (or, with
-// req.Connect, its Connect endpoints) with their checks, keeping only
+// req.Connect, its Connect endpoints, or with req.Ingress the instances of
+// the ingress gateways that expose it) with their checks, keeping only
 // those that carry every tag of req.ServiceTags (with TagFilter), pass
 // every check (with PassingOnly), run on nodes whose meta holds every pair
 // of NodeMetaFilters, and match req.Filter (see FilterNodes).
@@ -24,7 +25,14 @@ func ServiceHealth(ws memdb.WatchSet, st *state.Store, req *structs.ServiceSpeci
 	if req.TagFilter {
 		tags = req.ServiceTags
 	}
-	idx, nodes, err := st.CheckServiceNodes(ws, req.ServiceName, tags, req.Connect)
+	var idx uint64
+	var nodes structs.CheckServiceNodes
+	var err error
+	if req.Ingress {
+		idx, nodes, err = ingressGatewayNodes(ws, st, req.ServiceName, tags)
+	} else {
+		idx, nodes, err = st.CheckServiceNodes(ws, req.ServiceName, tags, req.Connect)
+	}
 	if err != nil {
 		return nil, err
 	}
