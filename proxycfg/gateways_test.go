@@ -3,6 +3,7 @@ package proxycfg
 import (
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/trellis-mesh/trellis/structs"
 )
@@ -168,6 +169,57 @@ func TestGatewayStateMachines(t *testing.T) {
 					want: func(s *ConfigSnapshot) error {
 						if svcs := s.TerminatingGateway.Services; len(svcs) != 1 || svcs["billing"] == nil {
 							return fmt.Errorf("services %v", svcs)
+						}
+						return nil
+					},
+				},
+			},
+		},
+		{
+			// Until the resolver query has answered, a linked service is
+			// not ready: served earlier, it would lose its subsets and
+			// connect timeout until the answer came (Consul's
+			// ServiceResolversSet).
+			name: "terminating gateway waits for the resolver answer",
+			svc:  testGateway(structs.ServiceKindTerminatingGateway, "term"),
+			setup: func(f *fakes) {
+				f.autoBasics()
+				f.configEntry.setRespond(func(q *structs.ConfigEntryQuery) any {
+					if q.Name == "legacy" {
+						return nil // answered by the second step
+					}
+					return noEntry
+				})
+			},
+			steps: []step{
+				{
+					name: "legacy's resolver unknown",
+					do: func(t *testing.T, h *harness) {
+						h.f.gatewayServices.waitSub(t, "term", forService("term")).send(t, termServices(true))
+						h.f.health.waitSub(t, "billing", plainHealth("billing")).send(t, testNodes("billing", "192.168.0.1"))
+						h.f.health.waitSub(t, "legacy", plainHealth("legacy")).send(t, testNodes("legacy", "192.168.1.1"))
+					},
+					want: func(s *ConfigSnapshot) error {
+						svcs := s.TerminatingGateway.Services
+						b, l := svcs["billing"], svcs["legacy"]
+						if b == nil || !b.Ready() || b.Resolver != nil || l == nil || l.Ready() || len(l.Endpoints) != 1 {
+							return fmt.Errorf("billing %+v legacy %+v", b, l)
+						}
+						return nil
+					},
+				},
+				{
+					name: "legacy's resolver arrives",
+					do: func(t *testing.T, h *harness) {
+						h.f.configEntry.waitSub(t, "legacy resolver", func(r *structs.ConfigEntryQuery) bool { return r.Name == "legacy" }).
+							send(t, &structs.ConfigEntryResponse{Entry: &structs.ServiceResolverConfigEntry{
+								Kind: structs.ServiceResolver, Name: "legacy", ConnectTimeout: structs.Duration(10 * time.Second),
+							}})
+					},
+					want: func(s *ConfigSnapshot) error {
+						l := s.TerminatingGateway.Services["legacy"]
+						if !l.Ready() || l.Resolver == nil || time.Duration(l.Resolver.ConnectTimeout) != 10*time.Second {
+							return fmt.Errorf("legacy %+v", l)
 						}
 						return nil
 					},

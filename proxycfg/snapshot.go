@@ -200,13 +200,18 @@ type TerminatingService struct {
 	// Config is the service's merged central configuration (protocol),
 	// nil until known.
 	Config *ServiceConfigResponse
-	// Resolver is the service's resolver entry, nil when none exists.
-	Resolver *structs.ServiceResolverConfigEntry
+	// Resolver is the service's resolver entry, nil when none exists;
+	// ResolverSet says whether the answer is known: a service served
+	// before it would lose its subsets and connect timeout until it came.
+	Resolver    *structs.ServiceResolverConfigEntry
+	ResolverSet bool
 }
 
-// Ready reports whether everything needed to serve the service is known.
+// Ready reports whether everything needed to serve the service is known
+// (as Consul's ValidServices: endpoints, leaf, intentions, config and
+// whether there is a resolver).
 func (t *TerminatingService) Ready() bool {
-	return t.Endpoints != nil && t.Leaf != nil && t.IntentionsSet && t.Config != nil
+	return t.Endpoints != nil && t.Leaf != nil && t.IntentionsSet && t.Config != nil && t.ResolverSet
 }
 
 // MeshGatewaySnapshot is the mesh-gateway-specific part of a snapshot.

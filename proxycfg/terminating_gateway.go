@@ -86,6 +86,7 @@ func (g *terminatingGateway) handle(s *state, w *watch, ev UpdateEvent) bool {
 			return false
 		}
 		nu.Resolver, _ = r.Entry.(*structs.ServiceResolverConfigEntry)
+		nu.ResolverSet = true
 	default:
 		return false
 	}
