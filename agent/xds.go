@@ -80,14 +80,12 @@ func (a *Agent) startXDS(watcher proxyWatcher) error {
 	// were a fifth of the agent's garbage per change (and garbage is what
 	// paces the GC whose assists make the slowest deliveries). An endpoint
 	// update is well under 8 KiB; a larger response takes a few writes.
-	// For the same reason responses are encoded into pooled buffers
-	// (xds.Codec).
-	gs := grpc.NewServer(
+	// For the same reason the ADS server's own gRPC server encodes
+	// responses into pooled buffers (xds.Server.NewGRPCServer).
+	gs := ads.NewGRPCServer(
 		grpc.InitialWindowSize(xdsReceiveWindow), grpc.InitialConnWindowSize(xdsReceiveWindow),
 		grpc.WriteBufferSize(xdsWriteBuffer),
-		grpc.ForceServerCodecV2(xds.Codec()),
 	)
-	ads.Register(gs)
 	x := &xdsServing{ads: ads, grpc: gs}
 	for _, addr := range addrs {
 		ln, err := listen(addr)

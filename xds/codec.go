@@ -12,15 +12,13 @@ import (
 // (mem.IsBelowBufferPoolingThreshold), and frees smaller ones to the GC.
 const minPooled = 1 << 10
 
-// Codec returns the gRPC codec an ADS server should use
-// (grpc.ForceServerCodecV2): grpc-go's proto codec, except that every
-// message is encoded into a buffer of grpc-go's default pool, which the
-// transport returns to it once the message is on the wire. grpc-go's own
-// codec pools only messages of 1 KiB and more, and an endpoint update is
-// smaller: at 1,000 proxies, each endpoint change allocated a buffer per
-// stream, garbage that paces the collector whose assists slow the
-// fan-out. Decoding is grpc-go's.
-func Codec() encoding.CodecV2 {
+// newCodec returns the gRPC codec of NewGRPCServer: grpc-go's proto codec,
+// except that it sends an encoded response as it is, and encodes any other
+// message into a buffer of grpc-go's default pool (grpc-go's own codec
+// pools only messages of 1 KiB and more, and an endpoint update is
+// smaller). The transport returns the buffer to the pool once the message
+// is on the wire. Decoding is grpc-go's.
+func newCodec() encoding.CodecV2 {
 	return codec{base: encoding.GetCodecV2(protoenc.Name)}
 }
 
@@ -28,10 +26,27 @@ type codec struct {
 	base encoding.CodecV2
 }
 
-// Marshal encodes v into a pooled buffer. It computes the size first, so
-// MarshalAppend fills the buffer without growing it (and may use the
-// cached size), as grpc-go's codec does.
+// encoded is a response's encoding in a buffer of grpc-go's default pool
+// (sendEncoded); the codec hands the buffer, and its ownership, to the
+// transport.
+type encoded []byte
+
+// sendEncoded encodes r into a pooled buffer and sends it: the stream's
+// codec must be newCodec.
+func sendEncoded(gs interface{ SendMsg(any) error }, r *response) error {
+	buf := mem.DefaultBufferPool().Get(max(r.size(), minPooled))
+	*buf = r.appendTo((*buf)[:0])
+	return gs.SendMsg((*encoded)(buf))
+}
+
+// Marshal hands an encoded response over, or encodes a message into a
+// pooled buffer. It computes the size first, so MarshalAppend fills the
+// buffer without growing it (and may use the cached size), as grpc-go's
+// codec does.
 func (c codec) Marshal(v any) (mem.BufferSlice, error) {
+	if e, ok := v.(*encoded); ok {
+		return mem.BufferSlice{mem.NewBuffer((*[]byte)(e), mem.DefaultBufferPool())}, nil
+	}
 	m, ok := v.(proto.Message)
 	if !ok {
 		return c.base.Marshal(v) // its error names the type

@@ -13,7 +13,7 @@ import (
 
 func TestCodec(t *testing.T) {
 	base := encoding.GetCodecV2(protoenc.Name)
-	c := Codec()
+	c := newCodec()
 	if c.Name() != base.Name() {
 		t.Fatalf("name %q, want the proto codec's %q", c.Name(), base.Name())
 	}

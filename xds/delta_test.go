@@ -278,9 +278,7 @@ func TestDeltaProtocol(t *testing.T) {
 		}},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			src := newFakeSource()
-			srv, conn := startServer(t, src, testLogger(t))
+		onEveryServerKind(t, tc.name, func(t *testing.T, src *fakeSource, srv *Server[Resources], conn *grpc.ClientConn) {
 			tc.run(t, deltaEnv{src: src, srv: srv, conn: conn, c: newDeltaClient(t, conn, "")})
 		})
 	}

@@ -147,9 +147,38 @@ func (w tWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// startServer runs an ADS server on 127.0.0.1 and returns it and a client
-// connection to it. Cleanup stops everything and waits.
+// startServer runs an ADS server on 127.0.0.1, as the agent does
+// (NewGRPCServer), and returns it and a client connection to it. Cleanup
+// stops everything and waits.
 func startServer(t testing.TB, src Source[Resources], logger *slog.Logger) (*Server[Resources], *grpc.ClientConn) {
+	t.Helper()
+	return startServerKind(t, src, logger, false)
+}
+
+// serverKinds are the two ways to serve a Server: its own gRPC server
+// (responses sent as their encoding) and Register on any other (responses
+// sent as messages). Protocol tests run on both.
+var serverKinds = []struct {
+	name     string
+	register bool
+}{{"encoded", false}, {"registered", true}}
+
+// onEveryServerKind runs a protocol test case on a fresh server of every
+// kind, in parallel: most of a case is waiting for what must not come.
+func onEveryServerKind(t *testing.T, name string, run func(t *testing.T, src *fakeSource, srv *Server[Resources], conn *grpc.ClientConn)) {
+	for _, kind := range serverKinds {
+		t.Run(name+"/"+kind.name, func(t *testing.T) {
+			t.Parallel()
+			src := newFakeSource()
+			srv, conn := startServerKind(t, src, testLogger(t), kind.register)
+			run(t, src, srv, conn)
+		})
+	}
+}
+
+// startServerKind is startServer, on a gRPC server of the Server's own
+// (NewGRPCServer) or one it is registered on.
+func startServerKind(t testing.TB, src Source[Resources], logger *slog.Logger, register bool) (*Server[Resources], *grpc.ClientConn) {
 	t.Helper()
 	srv, err := New(Config[Resources]{Source: src, NodeName: "agent-node", Logger: logger})
 	if err != nil {
@@ -160,8 +189,14 @@ func startServer(t testing.TB, src Source[Resources], logger *slog.Logger) (*Ser
 		t.Fatal(err)
 	}
 	// Fixed windows, as the agent's xDS server has (no BDP pings).
-	g := grpc.NewServer(grpc.InitialWindowSize(1<<20), grpc.InitialConnWindowSize(1<<20))
-	srv.Register(g)
+	opts := []grpc.ServerOption{grpc.InitialWindowSize(1 << 20), grpc.InitialConnWindowSize(1 << 20)}
+	var g *grpc.Server
+	if register {
+		g = grpc.NewServer(opts...)
+		srv.Register(g)
+	} else {
+		g = srv.NewGRPCServer(opts...)
+	}
 	served := make(chan error, 1)
 	go func() { served <- g.Serve(lis) }()
 	conn, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))

@@ -10,8 +10,6 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/anypb"
 )
 
 // maxTypesPerStream bounds the type URLs one stream may subscribe to, so a
@@ -245,11 +243,11 @@ func (s *session) ordered(rank func(string) int, cache *[]*typeState) []*typeSta
 // Types that owe the client nothing since the last look (same resources,
 // subscription and client view) are skipped without looking inside, so an
 // ACK, or a change of one type, costs work in that type only.
-func (s *session) plan() []proto.Message {
+func (s *session) plan() []response {
 	if s.res == nil {
 		return nil
 	}
-	var out []proto.Message
+	var out []response
 	earlierInFlight := false // a type ranked before listeners is in flight
 	deferred := false        // an upsert had to wait
 	for _, ts := range s.ordered(typeRank, &s.byRank) {
@@ -292,7 +290,7 @@ func (s *session) plan() []proto.Message {
 // planRemovals is plan's last step: it settles the types that owe the
 // client nothing and, once nothing is in flight or waiting, sends the
 // removals the others owe, referrers first.
-func (s *session) planRemovals(deferred bool) []proto.Message {
+func (s *session) planRemovals(deferred bool) []response {
 	type owed struct {
 		ts   *typeState
 		set  *typeSet
@@ -319,7 +317,7 @@ func (s *session) planRemovals(deferred bool) []proto.Message {
 	if len(todo) == 0 || inflight || deferred || s.endpointsPending() {
 		return nil
 	}
-	out := make([]proto.Message, 0, len(todo))
+	out := make([]response, 0, len(todo))
 	for _, o := range todo {
 		out = append(out, s.respond(o.ts, o.set, nil, o.rems))
 	}
@@ -419,32 +417,19 @@ func (s *session) consumeStaleEDS() {
 	}
 }
 
-// respond builds one response for a type and records it as in flight.
+// respond plans one response for a type and records it as in flight.
 // The type's view of set is what the client should end up with; ups the
 // entries it lacks; rems the names to remove (removal phase, ups empty).
-func (s *session) respond(ts *typeState, set *typeSet, ups []*entry, rems []string) proto.Message {
+func (s *session) respond(ts *typeState, set *typeSet, ups []*entry, rems []string) response {
 	s.nonce++
 	nonce := strconv.FormatUint(s.nonce, 10)
 	view := ts.view(set)
 	inf := ts.newInflight(nonce, ts.viewFP(set))
-	var msg proto.Message
+	r := response{delta: s.delta, typeURL: ts.typeURL, nonce: nonce}
 	if s.delta {
 		inf.prev = ts.apply(inf.prev, ups, rems, false)
 		inf.version = ts.versionHeld()
-		// One allocation for the messages, one for the pointers.
-		rs := make([]discoveryv3.Resource, len(ups))
-		resources := make([]*discoveryv3.Resource, len(ups))
-		for i, e := range ups {
-			rs[i].Name, rs[i].Version, rs[i].Resource = e.name, e.version, e.any
-			resources[i] = &rs[i]
-		}
-		msg = &discoveryv3.DeltaDiscoveryResponse{
-			SystemVersionInfo: inf.version,
-			Resources:         resources,
-			RemovedResources:  rems,
-			TypeUrl:           ts.typeURL,
-			Nonce:             nonce,
-		}
+		r.resources, r.removed = ups, rems
 	} else {
 		sent := view
 		if rems == nil && omissionDeletes(ts.typeURL) {
@@ -456,22 +441,14 @@ func (s *session) respond(ts *typeState, set *typeSet, ups []*entry, rems []stri
 		}
 		inf.prev = ts.apply(inf.prev, sent, nil, omissionDeletes(ts.typeURL))
 		inf.version = fingerprint(sent)
-		anys := make([]*anypb.Any, len(sent))
-		for i, e := range sent {
-			anys[i] = e.any
-		}
-		msg = &discoveryv3.DiscoveryResponse{
-			VersionInfo: inf.version,
-			Resources:   anys,
-			TypeUrl:     ts.typeURL,
-			Nonce:       nonce,
-		}
+		r.resources = sent
 	}
+	r.version = inf.version
 	ts.inflight = inf
 	ts.answered = true
 	ts.lastNonce = nonce
 	ts.noteSent(nonce, inf.version, s.now())
-	return msg
+	return r
 }
 
 // waiting reports whether no resources arrived yet.

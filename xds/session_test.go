@@ -10,7 +10,6 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/trellis-mesh/trellis/internal/latest"
 )
@@ -59,10 +58,10 @@ func TestSubscriptionRules(t *testing.T) {
 }
 
 // planned summarises plan's output as "TYPE:name,-removed".
-func planned(msgs []proto.Message) []string {
+func planned(rs []response) []string {
 	var out []string
-	for _, m := range msgs {
-		r := m.(*discoveryv3.DeltaDiscoveryResponse)
+	for _, m := range rs {
+		r := m.message().(*discoveryv3.DeltaDiscoveryResponse)
 		s := typeOf(r.GetTypeUrl())
 		if r.GetTypeUrl() == resource.SecretType {
 			s = "SDS"
@@ -84,9 +83,9 @@ func joinNames(n []string) string {
 }
 
 // ackAll acknowledges every response of a plan.
-func ackAll(s *session, msgs []proto.Message) {
-	for _, m := range msgs {
-		r := m.(*discoveryv3.DeltaDiscoveryResponse)
+func ackAll(s *session, rs []response) {
+	for _, m := range rs {
+		r := m.message().(*discoveryv3.DeltaDiscoveryResponse)
 		s.handle(request{typeURL: r.GetTypeUrl(), nonce: r.GetNonce()})
 	}
 }

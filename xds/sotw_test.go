@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"google.golang.org/grpc"
 	"slices"
 	"testing"
 
@@ -186,9 +187,7 @@ func TestSotWProtocol(t *testing.T) {
 		}},
 	}
 	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			src := newFakeSource()
-			srv, conn := startServer(t, src, testLogger(t))
+		onEveryServerKind(t, tc.name, func(t *testing.T, src *fakeSource, srv *Server[Resources], conn *grpc.ClientConn) {
 			tc.run(t, sotwEnv{src: src, srv: srv, c: newSotWClient(t, conn, "")})
 		})
 	}

@@ -10,7 +10,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 )
 
 // stream is one open ADS stream. Its handler and receiver goroutines share
@@ -62,7 +61,7 @@ func (st *stream) status() (StreamStatus, bool) {
 // a slow client never blocks planning. Both helpers are released when the
 // handler returns (gRPC ends a blocked Recv or Send then), and Stop waits
 // for them.
-func (s *Server[U]) serve(gctx context.Context, protocol string, recv func() (request, error), send func(proto.Message) error) error {
+func (s *Server[U]) serve(gctx context.Context, protocol string, recv func() (request, error), send func(*response) error) error {
 	st, err := s.open(protocol)
 	if err != nil {
 		return status.Error(codes.Unavailable, err.Error())
@@ -207,7 +206,7 @@ func (s *Server[U]) loop(ctx context.Context, st *stream, first <-chan request, 
 type outbox struct {
 	mu sync.Mutex
 	// queue is guarded by mu.
-	queue []proto.Message
+	queue []response
 	// ready holds a token while the queue may be non-empty.
 	ready chan struct{}
 }
@@ -215,12 +214,12 @@ type outbox struct {
 func newOutbox() *outbox { return &outbox{ready: make(chan struct{}, 1)} }
 
 // push queues responses for the sender.
-func (o *outbox) push(msgs []proto.Message) {
-	if len(msgs) == 0 {
+func (o *outbox) push(rs []response) {
+	if len(rs) == 0 {
 		return
 	}
 	o.mu.Lock()
-	o.queue = append(o.queue, msgs...)
+	o.queue = append(o.queue, rs...)
 	o.mu.Unlock()
 	select {
 	case o.ready <- struct{}{}:
@@ -229,8 +228,8 @@ func (o *outbox) push(msgs []proto.Message) {
 }
 
 // run sends queued responses, in order, until ctx ends or send fails.
-func (o *outbox) run(ctx context.Context, send func(proto.Message) error) error {
-	var batch []proto.Message
+func (o *outbox) run(ctx context.Context, send func(*response) error) error {
+	var batch []response
 	for {
 		select {
 		case <-ctx.Done():
@@ -240,11 +239,11 @@ func (o *outbox) run(ctx context.Context, send func(proto.Message) error) error 
 		o.mu.Lock()
 		batch, o.queue = o.queue, batch[:0]
 		o.mu.Unlock()
-		for i, m := range batch {
-			if err := send(m); err != nil {
+		for i := range batch {
+			if err := send(&batch[i]); err != nil {
 				return err
 			}
-			batch[i] = nil
+			batch[i] = response{}
 		}
 	}
 }
