@@ -4,9 +4,13 @@ import (
 	"strings"
 	"testing"
 
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	status "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc/encoding"
 	protoenc "google.golang.org/grpc/encoding/proto"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
 )
@@ -73,5 +77,90 @@ func TestCodec(t *testing.T) {
 	t.Logf("allocations per small response: %.1f, grpc-go's codec %.1f", got, was)
 	if got >= was {
 		t.Errorf("a small response costs %.1f allocations, grpc-go's codec %.1f", got, was)
+	}
+}
+
+// TestDeltaACKDecoding checks the codec's hand decoding of delta ACKs:
+// what it takes, it decodes as proto.Unmarshal does, and everything else
+// goes to proto.Unmarshal.
+func TestDeltaACKDecoding(t *testing.T) {
+	enc := func(m *discoveryv3.DeltaDiscoveryRequest) []byte {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	tests := []struct {
+		name string
+		in   []byte
+		fast bool
+	}{
+		{"ack", enc(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: edsURL, ResponseNonce: "42"}), true},
+		{"unknown type", enc(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: "type.googleapis.com/x.Y", ResponseNonce: "1"}), true},
+		{"type only", enc(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: cdsURL}), true},
+		{"empty", nil, true},
+		{"nack", enc(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: edsURL, ResponseNonce: "4", ErrorDetail: &status.Status{Message: "no"}}), false},
+		{"subscribe", enc(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: edsURL, ResourceNamesSubscribe: []string{"a"}}), false},
+		{"node", enc(&discoveryv3.DeltaDiscoveryRequest{Node: &corev3.Node{Id: "web"}, TypeUrl: edsURL}), false},
+		{"repeated type", append(enc(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: edsURL}), enc(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: cdsURL})...), false},
+		{"invalid utf-8", protowire.AppendString(protowire.AppendTag(nil, fieldRequestNonce, protowire.BytesType), "\xff"), false},
+		{"truncated", enc(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: edsURL})[:5], false},
+	}
+	c := newCodec()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var fast discoveryv3.DeltaDiscoveryRequest
+			if got := decodeDeltaACK(tc.in, &fast); got != tc.fast {
+				t.Fatalf("decoded by hand: %v, want %v", got, tc.fast)
+			}
+			checkLikeProto(t, c, tc.in)
+		})
+	}
+	// The stream reuses its request message (recvInto).
+	ack := tests[0].in
+	var r discoveryv3.DeltaDiscoveryRequest
+	allocs := testing.AllocsPerRun(100, func() {
+		if !decodeDeltaACK(ack, &r) || r.TypeUrl != edsURL {
+			t.Fatal("ack not decoded")
+		}
+	})
+	if allocs > 1 { // the nonce
+		t.Errorf("an ACK costs %.1f allocations, want at most 1", allocs)
+	}
+}
+
+// FuzzDeltaACKDecoding checks that the codec decodes any input as
+// proto.Unmarshal does.
+func FuzzDeltaACKDecoding(f *testing.F) {
+	for _, m := range []*discoveryv3.DeltaDiscoveryRequest{
+		{TypeUrl: edsURL, ResponseNonce: "42"},
+		{TypeUrl: cdsURL},
+		{ResponseNonce: "7", ErrorDetail: &status.Status{Message: "bad"}},
+	} {
+		b, err := proto.Marshal(m)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	c := newCodec()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		checkLikeProto(t, c, b)
+	})
+}
+
+// checkLikeProto decodes b with the codec and with proto.Unmarshal and
+// fails unless both agree: both fail, or both give equal messages.
+func checkLikeProto(t *testing.T, c encoding.CodecV2, b []byte) {
+	t.Helper()
+	var want, got discoveryv3.DeltaDiscoveryRequest
+	wantErr := proto.Unmarshal(b, &want)
+	gotErr := c.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, &got)
+	if (gotErr != nil) != (wantErr != nil) {
+		t.Fatalf("codec error %v, proto.Unmarshal error %v", gotErr, wantErr)
+	}
+	if wantErr == nil && !proto.Equal(&got, &want) {
+		t.Fatalf("codec decoded %v, proto.Unmarshal %v", &got, &want)
 	}
 }

@@ -79,6 +79,9 @@ type session struct {
 		key   pendingKey
 		value bool
 	}
+	// planned is plan's storage for its result, valid until the next
+	// plan: the caller copies the responses out (outbox.push).
+	planned []response
 }
 
 // pendingKey is what endpointsPending depends on.
@@ -243,11 +246,14 @@ func (s *session) ordered(rank func(string) int, cache *[]*typeState) []*typeSta
 // Types that owe the client nothing since the last look (same resources,
 // subscription and client view) are skipped without looking inside, so an
 // ACK, or a change of one type, costs work in that type only.
+//
+// The result is valid until the next call.
 func (s *session) plan() []response {
 	if s.res == nil {
 		return nil
 	}
-	var out []response
+	clear(s.planned)
+	out := s.planned[:0]
 	earlierInFlight := false // a type ranked before listeners is in flight
 	deferred := false        // an upsert had to wait
 	for _, ts := range s.ordered(typeRank, &s.byRank) {
@@ -284,13 +290,15 @@ func (s *session) plan() []response {
 			s.refreshEndpoints(ups)
 		}
 	}
-	return append(out, s.planRemovals(deferred)...)
+	out = s.planRemovals(out, deferred)
+	s.planned = out
+	return out
 }
 
 // planRemovals is plan's last step: it settles the types that owe the
-// client nothing and, once nothing is in flight or waiting, sends the
-// removals the others owe, referrers first.
-func (s *session) planRemovals(deferred bool) []response {
+// client nothing and, once nothing is in flight or waiting, appends the
+// removals the others owe to out, referrers first.
+func (s *session) planRemovals(out []response, deferred bool) []response {
 	type owed struct {
 		ts   *typeState
 		set  *typeSet
@@ -315,9 +323,8 @@ func (s *session) planRemovals(deferred bool) []response {
 		todo = append(todo, owed{ts, set, rems})
 	}
 	if len(todo) == 0 || inflight || deferred || s.endpointsPending() {
-		return nil
+		return out
 	}
-	out := make([]response, 0, len(todo))
 	for _, o := range todo {
 		out = append(out, s.respond(o.ts, o.set, nil, o.rems))
 	}
