@@ -253,6 +253,15 @@ func (g *Group) deliver(s *sub, version uint64, ev proxycfg.UpdateEvent) {
 	if s.sent >= version || s.ctx.Err() != nil {
 		return
 	}
+	// A subscriber's channel usually has room: try that first, which
+	// costs one channel's lock instead of the select's three (at 1,000
+	// subscribers of one query, a change is a thousand sends).
+	select {
+	case s.ch <- ev:
+		s.sent = version
+		return
+	default:
+	}
 	select {
 	case s.ch <- ev:
 		s.sent = version
