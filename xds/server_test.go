@@ -1,13 +1,19 @@
 package xds
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"testing"
+	"time"
 
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 )
 
 func TestNewValidatesConfig(t *testing.T) {
@@ -188,4 +194,72 @@ func TestStatusListsEveryStreamOfAProxy(t *testing.T) {
 	}
 	d.close()
 	waitFor(t, "closed stream gone", func() bool { return len(srv.Status(proxyID)) == 1 })
+}
+
+// TestStopDoesNotWaitForAStalledClient: a client that stops reading leaves
+// the stream's worker blocked in Send once gRPC's flow control is
+// exhausted; Stop must still end the stream (only helpers call Send, and
+// gRPC releases them when the handler returns) instead of waiting forever.
+func TestStopDoesNotWaitForAStalledClient(t *testing.T) {
+	// Thousands of clusters and endpoint sets: each response is far larger
+	// than the client's fixed 64 KiB window and gRPC's per-stream write
+	// quota, so the second one blocks.
+	var msgs []proto.Message
+	var names []string
+	for i := range 3000 {
+		name := fmt.Sprintf("cluster-%04d", i)
+		names = append(names, name)
+		msgs = append(msgs, cluster(name, 0), cla(name, 8000+i%1000))
+	}
+	for _, kind := range serverKinds {
+		t.Run(kind.name, func(t *testing.T) {
+			src := newFakeSource()
+			src.Set(proxyID, set(msgs...))
+			srv, conn := startServerKind(t, src, testLogger(t), kind.register)
+			stalled, err := grpc.NewClient(conn.Target(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+				grpc.WithInitialWindowSize(1<<16), grpc.WithInitialConnWindowSize(1<<16))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stalled.Close()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(stalled).DeltaAggregatedResources(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// Subscribe, then never Recv.
+			for _, r := range []*discoveryv3.DeltaDiscoveryRequest{
+				{Node: node(proxyID, ""), TypeUrl: cdsURL},
+				{TypeUrl: edsURL, ResourceNamesSubscribe: names},
+			} {
+				if err := stream.Send(r); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitFor(t, "both responses planned", func() bool {
+				sts := srv.Status(proxyID)
+				if len(sts) != 1 {
+					return false
+				}
+				sent := 0
+				for _, ts := range sts[0].Types {
+					if ts.LastSentNonce != "" {
+						sent++
+					}
+				}
+				return sent == 2
+			})
+			stopped := make(chan struct{})
+			go func() {
+				srv.Stop()
+				close(stopped)
+			}()
+			select {
+			case <-stopped:
+			case <-time.After(10 * time.Second):
+				t.Fatal("Stop is still waiting for the stream of a client that stopped reading")
+			}
+		})
+	}
 }
