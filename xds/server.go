@@ -103,7 +103,8 @@ func (s *Server[U]) Register(r grpc.ServiceRegistrar) {
 // transport takes back once the response is on the wire, instead of
 // becoming a message tree that gRPC encodes and the collector reclaims
 // (at 1,000 streams, a thousand per endpoint change). Requests are decoded
-// as by grpc-go's proto codec. Call it once per Server.
+// as grpc-go's proto codec would. Call it once per Server, and do not also
+// Register the Server elsewhere: its streams then all send encodings.
 func (s *Server[U]) NewGRPCServer(opts ...grpc.ServerOption) *grpc.Server {
 	gs := grpc.NewServer(append(slices.Clip(opts), grpc.ForceServerCodecV2(newCodec()))...)
 	s.encoded.Store(true)
