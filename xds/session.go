@@ -438,11 +438,13 @@ func (s *session) respond(ts *typeState, set *typeSet, ups []*entry, rems []stri
 		inf.version = ts.versionHeld()
 		r.resources, r.removed = ups, rems
 	} else {
-		sent := view
+		// The response keeps its own slice: the view's storage may serve
+		// the next view before the response is sent.
+		sent := slices.Clone(view)
 		if rems == nil && omissionDeletes(ts.typeURL) {
 			// Upsert phase: keep what is going away until the removal phase.
 			if held := ts.held(view); len(held) > 0 {
-				sent = append(slices.Clone(view), held...)
+				sent = append(sent, held...)
 				slices.SortFunc(sent, byName)
 			}
 		}

@@ -1,6 +1,7 @@
 package xds
 
 import (
+	"bytes"
 	"log/slog"
 	"maps"
 	"slices"
@@ -10,6 +11,7 @@ import (
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/trellis-mesh/trellis/internal/latest"
 )
@@ -214,5 +216,38 @@ func TestSharedEndpointEncodings(t *testing.T) {
 	}
 	if s4 := prepare(set(cla("a", 2)), s3, &shared, log); s4.get(edsURL).get("a").version == e3.version {
 		t.Error("different content got the same version")
+	}
+}
+
+// TestPlannedResponsesKeepTheirResources: a planned response is sent
+// after the stream's lock is released, so planning the next one (which
+// may reuse the storage of a type's view) must not change it.
+func TestPlannedResponsesKeepTheirResources(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	s := newSession(false, log, time.Now)
+	s.handle(request{typeURL: edsURL, names: []string{"a", "b"}})
+	p1 := prepare(set(cla("a", 1), cla("b", 2)), nil, nil, log)
+	s.setResources(p1)
+	planned := s.plan()
+	if len(planned) != 1 {
+		t.Fatalf("%d responses, want 1", len(planned))
+	}
+	first := planned[0] // as outbox.push copies it
+	want, err := proto.Marshal(first.message())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The client ACKs and changes its subscription; new endpoints arrive.
+	s.handle(request{typeURL: edsURL, nonce: first.nonce, names: []string{"b", "c"}})
+	s.setResources(prepare(set(cla("a", 3), cla("b", 4), cla("c", 5)), p1, nil, log))
+	if got := s.plan(); len(got) != 1 {
+		t.Fatalf("second plan: %d responses, want 1", len(got))
+	}
+	got, err := proto.Marshal(first.message())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("the first response changed when the second was planned: now %v", first.message())
 	}
 }
