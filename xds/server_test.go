@@ -197,9 +197,10 @@ func TestStatusListsEveryStreamOfAProxy(t *testing.T) {
 }
 
 // TestStopDoesNotWaitForAStalledClient: a client that stops reading leaves
-// the stream's worker blocked in Send once gRPC's flow control is
-// exhausted; Stop must still end the stream (only helpers call Send, and
-// gRPC releases them when the handler returns) instead of waiting forever.
+// the stream's sender blocked in Send once gRPC's flow control is
+// exhausted; Stop must still end the stream (only a helper goroutine calls
+// Send, and gRPC releases it when the handler returns) instead of waiting
+// forever.
 func TestStopDoesNotWaitForAStalledClient(t *testing.T) {
 	// Thousands of clusters and endpoint sets: each response is far larger
 	// than the client's fixed 64 KiB window and gRPC's per-stream write

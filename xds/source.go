@@ -37,8 +37,8 @@ type ProxyRef struct {
 // Source gives the server a proxy's configuration as it changes, as
 // values of U (the agent's proxycfg snapshots; Resources themselves in
 // tests), and the way to turn them into Resources. Building happens on the
-// goroutine of the stream that also sends its responses, so a stream costs
-// the Source no goroutine and a change no hand-off between goroutines.
+// stream's own goroutine, so a stream costs the Source no goroutine and a
+// change no hand-off between goroutines.
 type Source[U any] interface {
 	// Watch is called once per ADS stream, as soon as the stream's first
 	// request names the proxy. It must return promptly. The channel delivers
@@ -52,7 +52,7 @@ type Source[U any] interface {
 	Watch(ctx context.Context, proxy ProxyRef) (<-chan U, error)
 	// Builder returns what turns the values of one stream's watch into
 	// complete Resources sets. It is called once per stream, and the
-	// Builder only ever from one goroutine of that stream, so it may keep state
+	// Builder only ever from that stream's goroutine, so it may keep state
 	// between calls (a generator reusing what did not change). A set must
 	// never be modified once returned; returning the very same map for a
 	// type that did not change lets the server skip it. An error is logged

@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/status"
 )
 
-// stream is one open ADS stream. Its receiver and worker goroutines share
+// stream is one open ADS stream. Its handler and receiver goroutines share
 // the session under mu, which also lets Status read it.
 type stream struct {
 	id          uint64
@@ -54,20 +54,13 @@ func (st *stream) status() (StreamStatus, bool) {
 // serve runs one stream until the client goes away, the server stops, or
 // the stream fails. recv and send wrap the protocol's gRPC stream.
 //
-// Three goroutines share the work: the handler (this one) identifies the
-// proxy from the first request and then only waits for the stream to
-// end; a receiver reads requests and handles them (ACKs, subscriptions)
-// itself; a worker follows the proxy's watch, builds, prepares and plans
-// every value, and sends every planned response, its own and the
-// receiver's, in the order they were planned. The worker sends what it
-// planned without handing it to another goroutine: during a fan-out to
-// thousands of streams every hand-off waits behind thousands of runnable
-// goroutines (at 1,000 proxies, the p99 of an endpoint change fell by a
-// sixth when the worker stopped handing its responses to a sender
-// goroutine). Recv and Send may block on the network, so only the
-// helpers call them: gRPC ends a blocked Recv or Send once the handler
-// returns, which it does as soon as the server stops, and Stop waits for
-// the helpers.
+// Three goroutines share the work, so that none blocks the others: the
+// handler (this one) identifies the proxy, follows its watch and builds
+// and plans its resources; a receiver reads requests and handles them
+// (ACKs, subscriptions) itself; a sender writes the planned responses, so
+// a slow client never blocks planning. Both helpers are released when the
+// handler returns (gRPC ends a blocked Recv or Send then), and Stop waits
+// for them.
 func (s *Server[U]) serve(gctx context.Context, protocol string, recv func() (request, error), send func(*response) error) error {
 	st, err := s.open(protocol)
 	if err != nil {
@@ -84,13 +77,19 @@ func (s *Server[U]) serve(gctx context.Context, protocol string, recv func() (re
 	first := make(chan request, 1)
 	identified := make(chan struct{})
 	errc := make(chan error, 2)
-	s.wg.Add(1)
+	s.wg.Add(2)
 	go func() {
 		defer s.wg.Done()
 		errc <- s.receive(ctx, st, recv, first, identified)
 	}()
+	go func() {
+		defer s.wg.Done()
+		if err := st.out.run(ctx, send); err != nil {
+			errc <- err
+		}
+	}()
 
-	err = s.handle(ctx, st, first, identified, errc, send)
+	err = s.loop(ctx, st, first, identified, errc)
 	if s.ctx.Err() != nil {
 		err = status.Error(codes.Unavailable, ErrStopped.Error())
 	}
@@ -131,71 +130,53 @@ func (s *Server[U]) receive(ctx context.Context, st *stream, recv func() (reques
 	}
 }
 
-// handle is the handler's part: identify the proxy from the first request,
-// start its watch and the worker, then wait for the stream to end.
-func (s *Server[U]) handle(ctx context.Context, st *stream, first <-chan request, identified chan<- struct{}, errc chan error, send func(*response) error) error {
-	var r request
-	select {
-	case <-ctx.Done():
-		return status.FromContextError(ctx.Err()).Err()
-	case err := <-errc:
-		return err
-	case r = <-first:
-	}
-	ref, err := proxyRef(ctx, r.node, s.nodeName)
-	if err != nil {
-		return status.Error(codes.InvalidArgument, err.Error())
-	}
-	wctx, wcancel := context.WithCancel(ctx)
-	values, err := s.source.Watch(wctx, ref)
-	if err != nil {
-		wcancel()
-		if _, ok := status.FromError(err); ok {
-			return err
-		}
-		return status.Error(codes.Unavailable, err.Error())
-	}
-	st.log = st.log.With("proxy", ref.ServiceID, "node", ref.Node)
-	st.mu.Lock()
-	st.proxy, st.identified = ref, true
-	st.sess.log = st.log
-	st.sess.handle(r)
-	st.out.push(st.sess.plan())
-	st.mu.Unlock()
-	close(identified)
-	st.log.Debug("xds: stream identified")
-
-	build := s.source.Builder(ref)
-	s.wg.Add(1)
-	go func() {
-		defer s.wg.Done()
-		defer func() {
-			wcancel()
+// loop is the handler's part: identify the proxy from the first request,
+// start its watch, then build, prepare and plan every value it delivers.
+func (s *Server[U]) loop(ctx context.Context, st *stream, first <-chan request, identified chan<- struct{}, errc <-chan error) error {
+	var (
+		values      <-chan U
+		build       Builder[U]
+		watchCancel context.CancelFunc
+	)
+	defer func() {
+		if watchCancel != nil {
+			watchCancel()
 			// Wait for the Source to close the watch: its goroutines are
 			// done once it has.
 			for range values {
 			}
-		}()
-		if err := s.work(ctx, st, values, build, send); err != nil {
-			errc <- err
 		}
 	}()
-	select {
-	case <-ctx.Done():
-		return status.FromContextError(ctx.Err()).Err()
-	case err := <-errc:
-		return err
-	}
-}
-
-// work is the worker's part: build, prepare and plan every value of the
-// watch, and send what the stream planned, until ctx ends or a send fails.
-func (s *Server[U]) work(ctx context.Context, st *stream, values <-chan U, build Builder[U], send func(*response) error) error {
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
-		case <-st.out.ready:
+			return status.FromContextError(ctx.Err()).Err()
+		case err := <-errc:
+			return err
+		case r := <-first:
+			ref, err := proxyRef(ctx, r.node, s.nodeName)
+			if err != nil {
+				return status.Error(codes.InvalidArgument, err.Error())
+			}
+			wctx, wcancel := context.WithCancel(ctx)
+			ch, err := s.source.Watch(wctx, ref)
+			if err != nil {
+				wcancel()
+				if _, ok := status.FromError(err); ok {
+					return err
+				}
+				return status.Error(codes.Unavailable, err.Error())
+			}
+			values, watchCancel, build = ch, wcancel, s.source.Builder(ref)
+			st.log = st.log.With("proxy", ref.ServiceID, "node", ref.Node)
+			st.mu.Lock()
+			st.proxy, st.identified = ref, true
+			st.sess.log = st.log
+			st.sess.handle(r)
+			st.out.push(st.sess.plan())
+			st.mu.Unlock()
+			close(identified)
+			st.log.Debug("xds: stream identified")
 		case v, ok := <-values:
 			if !ok {
 				return status.Error(codes.Unavailable, ErrSourceClosed.Error())
@@ -215,28 +196,24 @@ func (s *Server[U]) work(ctx context.Context, st *stream, values <-chan U, build
 			st.out.push(st.sess.plan())
 			st.mu.Unlock()
 		}
-		if err := st.out.send(send); err != nil {
-			return err
-		}
 	}
 }
 
-// outbox queues a stream's responses, in the order they were planned, for
-// the worker to send. Pushing never blocks (responses are bounded by the
-// protocol: one unacknowledged per type), so it happens under the
-// stream's lock, which keeps the queue in plan order.
+// outbox queues a stream's responses for its sender. Pushing never blocks
+// (responses are bounded by the protocol: one unacknowledged per type), so
+// it may happen under the stream's lock, which keeps responses in the
+// order they were planned.
 type outbox struct {
 	mu sync.Mutex
-	// queue and spare are guarded by mu; spare is the storage of the
-	// batch sent last, reused.
-	queue, spare []response
+	// queue is guarded by mu.
+	queue []response
 	// ready holds a token while the queue may be non-empty.
 	ready chan struct{}
 }
 
 func newOutbox() *outbox { return &outbox{ready: make(chan struct{}, 1)} }
 
-// push queues responses for the worker.
+// push queues responses for the sender.
 func (o *outbox) push(rs []response) {
 	if len(rs) == 0 {
 		return
@@ -250,21 +227,23 @@ func (o *outbox) push(rs []response) {
 	}
 }
 
-// send sends the queued responses, in order, stopping at the first
-// failure. Only the worker calls it, so responses go out one at a time.
-func (o *outbox) send(send func(*response) error) error {
-	o.mu.Lock()
-	batch := o.queue
-	o.queue, o.spare = o.spare[:0], nil
-	o.mu.Unlock()
-	for i := range batch {
-		if err := send(&batch[i]); err != nil {
-			return err
+// run sends queued responses, in order, until ctx ends or send fails.
+func (o *outbox) run(ctx context.Context, send func(*response) error) error {
+	var batch []response
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-o.ready:
 		}
-		batch[i] = response{}
+		o.mu.Lock()
+		batch, o.queue = o.queue, batch[:0]
+		o.mu.Unlock()
+		for i := range batch {
+			if err := send(&batch[i]); err != nil {
+				return err
+			}
+			batch[i] = response{}
+		}
 	}
-	o.mu.Lock()
-	o.spare = batch[:0]
-	o.mu.Unlock()
-	return nil
 }
