@@ -89,41 +89,75 @@ var marshalOpts = proto.MarshalOptions{Deterministic: true}
 // logged and left out: sending it would make Envoy reject the whole
 // response.
 //
-// Endpoint sets are also looked up in shared (when set) by name: proxies
-// of one agent watching the same upstream get the very same message from
-// the generators (see gen.EndpointCache), and a thousand streams then
-// share one encoding instead of making a thousand. Other types are
-// per-proxy messages and are not shared.
-func prepare(res Resources, prev prepared, shared *latest.Cache[string, *entry], log *slog.Logger) prepared {
+// Endpoint sets are also shared between streams through sh (when set):
+// proxies of one agent watching the same upstream get the very same
+// message from the generators (see gen.EndpointCache), and a thousand
+// streams then share one encoding instead of making a thousand; proxies
+// with the same upstreams even get the very same map of them, and share
+// its typeSet. Other types are per-proxy messages and are not shared.
+func prepare(res Resources, prev prepared, sh *shared, log *slog.Logger) prepared {
 	bufp := scratch.Get().(*[]byte)
 	defer scratch.Put(bufp)
 	// Never nil, even for an empty res: a nil set means none yet.
 	out := make(prepared, 0, len(res))
 	for typeURL, msgs := range res {
 		old := prev.get(typeURL)
-		if old != nil && sameMap(old.src, msgs) {
+		switch {
+		case old != nil && sameMap(old.src, msgs):
 			out = append(out, old)
-			continue
+		case typeURL == resource.EndpointType && sh != nil:
+			out = append(out, sh.endpointType(msgs, old, bufp, log))
+		default:
+			out = append(out, prepareType(typeURL, msgs, old, nil, bufp, log))
 		}
-		set := &typeSet{typeURL: typeURL, src: msgs, sorted: make([]*entry, 0, len(msgs))}
-		for name, msg := range msgs {
-			var e *entry
-			var err error
-			if typeURL == resource.EndpointType && shared != nil {
-				e, err = sharedEntry(shared, typeURL, name, msg, old.get(name), bufp)
-			} else {
-				e, err = newEntry(typeURL, name, msg, old.get(name), bufp)
-			}
-			if err != nil {
-				log.Error("xds: dropping resource", "type", typeURL, "name", name, "error", err)
-				continue
-			}
-			set.sorted = append(set.sorted, e)
-		}
-		slices.SortFunc(set.sorted, byName)
-		out = append(out, set)
 	}
 	return out
+}
+
+// prepareType encodes and versions the resources of one type (see
+// prepare); entries, when set, shares their encodings between streams.
+func prepareType(typeURL string, msgs map[string]proto.Message, old *typeSet, entries *latest.Cache[string, *entry], bufp *[]byte, log *slog.Logger) *typeSet {
+	set := &typeSet{typeURL: typeURL, src: msgs, sorted: make([]*entry, 0, len(msgs))}
+	for name, msg := range msgs {
+		var e *entry
+		var err error
+		if entries != nil {
+			e, err = sharedEntry(entries, typeURL, name, msg, old.get(name), bufp)
+		} else {
+			e, err = newEntry(typeURL, name, msg, old.get(name), bufp)
+		}
+		if err != nil {
+			log.Error("xds: dropping resource", "type", typeURL, "name", name, "error", err)
+			continue
+		}
+		set.sorted = append(set.sorted, e)
+	}
+	slices.SortFunc(set.sorted, byName)
+	return set
+}
+
+// shared is what the streams of one server share.
+type shared struct {
+	// entries holds the encodings of endpoint sets, by name.
+	entries latest.Cache[string, *entry]
+	// eds holds, per set of endpoint-set names (a hash of them), the
+	// latest prepared endpoint type.
+	eds latest.Cache[uint64, *typeSet]
+}
+
+// endpointType prepares the endpoint type of a stream: the typeSet of the
+// latest stream given the very same map under the same names, or a new
+// one (which then is the latest).
+func (sh *shared) endpointType(msgs map[string]proto.Message, old *typeSet, bufp *[]byte, log *slog.Logger) *typeSet {
+	// Maps iterate in no fixed order: the key must not depend on it.
+	k := uint64(len(msgs))
+	for name := range msgs {
+		k += xxhash.Sum64String(name)
+	}
+	set, _ := sh.eds.Get(k, func(t *typeSet) bool { return sameMap(t.src, msgs) }, func() (*typeSet, error) {
+		return prepareType(resource.EndpointType, msgs, old, &sh.entries, bufp, log), nil
+	})
+	return set
 }
 
 // sameMap reports whether two maps are the same map (not merely equal).
@@ -172,11 +206,11 @@ func newEntry(typeURL, name string, msg proto.Message, old *entry, bufp *[]byte)
 
 // sharedEntry is newEntry through the shared cache: the entry another
 // stream made of the same message, or a new one.
-func sharedEntry(shared *latest.Cache[string, *entry], typeURL, name string, msg proto.Message, old *entry, bufp *[]byte) (*entry, error) {
+func sharedEntry(entries *latest.Cache[string, *entry], typeURL, name string, msg proto.Message, old *entry, bufp *[]byte) (*entry, error) {
 	if old != nil && old.msg == msg && msg != nil {
 		return old, nil
 	}
-	return shared.Get(name, func(e *entry) bool { return e.msg == msg }, func() (*entry, error) {
+	return entries.Get(name, func(e *entry) bool { return e.msg == msg }, func() (*entry, error) {
 		return newEntry(typeURL, name, msg, old, bufp)
 	})
 }

@@ -20,8 +20,6 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/trellis-mesh/trellis/internal/latest"
 )
 
 // Config holds every dependency of an ADS server whose Source delivers
@@ -55,9 +53,8 @@ type Server[U any] struct {
 	// wg counts stream handlers and their receive and send goroutines.
 	wg sync.WaitGroup
 
-	// endpoints holds the encodings of endpoint sets, shared by streams
-	// (see prepare).
-	endpoints latest.Cache[string, *entry]
+	// shared holds what streams share: endpoint sets (see prepare).
+	shared shared
 
 	mu      sync.Mutex
 	stopped bool

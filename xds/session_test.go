@@ -12,8 +12,6 @@ import (
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
 	"google.golang.org/protobuf/proto"
-
-	"github.com/trellis-mesh/trellis/internal/latest"
 )
 
 func TestSubscriptionRules(t *testing.T) {
@@ -199,23 +197,64 @@ func entryNames(es []*entry) []string {
 // same name gets its own, and other types are never shared.
 func TestSharedEndpointEncodings(t *testing.T) {
 	log := slog.New(slog.DiscardHandler)
-	var shared latest.Cache[string, *entry]
+	var sh shared
 	a, c := cla("a", 1), cluster("c", 0)
-	s1 := prepare(set(a, c), nil, &shared, log)
-	s2 := prepare(set(a, c), nil, &shared, log)
+	s1 := prepare(set(a, c), nil, &sh, log)
+	s2 := prepare(set(a, c), nil, &sh, log)
 	if s1.get(edsURL).get("a") != s2.get(edsURL).get("a") {
 		t.Error("two streams encoded the same endpoint set twice")
 	}
 	if s1.get(cdsURL).get("c") == s2.get(cdsURL).get("c") {
 		t.Error("a cluster entry was shared between streams")
 	}
-	s3 := prepare(set(cla("a", 1)), s2, &shared, log)
+	s3 := prepare(set(cla("a", 1)), s2, &sh, log)
 	e2, e3 := s2.get(edsURL).get("a"), s3.get(edsURL).get("a")
 	if e3 == e2 || e3.version != e2.version {
 		t.Errorf("another message of equal content: entry reused %v, versions %s and %s", e3 == e2, e2.version, e3.version)
 	}
-	if s4 := prepare(set(cla("a", 2)), s3, &shared, log); s4.get(edsURL).get("a").version == e3.version {
+	if s4 := prepare(set(cla("a", 2)), s3, &sh, log); s4.get(edsURL).get("a").version == e3.version {
 		t.Error("different content got the same version")
+	}
+}
+
+// TestSharedEndpointTypes: streams handed the very same map of endpoint
+// sets (proxies with the same upstreams) share one typeSet; a new map
+// under the same names gets a new one, and a stream still handed the
+// previous map gets that map's resources, not the latest's.
+func TestSharedEndpointTypes(t *testing.T) {
+	log := slog.New(slog.DiscardHandler)
+	var sh shared
+	first := set(cla("a", 1), cla("b", 2))
+	s1 := prepare(first, nil, &sh, log)
+	s2 := prepare(first, nil, &sh, log)
+	if s1.get(edsURL) != s2.get(edsURL) {
+		t.Error("two streams handed the same map prepared it twice")
+	}
+	next := set(cla("a", 3), cla("b", 2))
+	s3 := prepare(next, s1, &sh, log)
+	if s3.get(edsURL) == s1.get(edsURL) {
+		t.Fatal("a new map got the previous typeSet")
+	}
+	// A stream that is a change behind, then one that catches up.
+	late := prepare(first, nil, &sh, log)
+	caughtUp := prepare(next, late, &sh, log)
+	for _, tc := range []struct {
+		name string
+		got  prepared
+		want Resources
+	}{
+		{"behind", late, first},
+		{"caught up", caughtUp, next},
+	} {
+		ts := tc.got.get(edsURL)
+		if names := entryNames(ts.sorted); !slices.Equal(names, []string{"a", "b"}) {
+			t.Fatalf("%s: entries %v", tc.name, names)
+		}
+		for _, e := range ts.sorted {
+			if e.msg != tc.want[edsURL][e.name] {
+				t.Errorf("%s: %s is another map's message", tc.name, e.name)
+			}
+		}
 	}
 }
 

@@ -190,7 +190,7 @@ func (s *Server[U]) loop(ctx context.Context, st *stream, first <-chan request, 
 			}
 			// Only this goroutine writes sess.res, so reading it unlocked
 			// is safe; encoding happens outside the lock.
-			p := prepare(res, st.sess.res, &s.endpoints, st.log)
+			p := prepare(res, st.sess.res, &s.shared, st.log)
 			st.mu.Lock()
 			st.sess.setResources(p)
 			st.out.push(st.sess.plan())

@@ -172,6 +172,9 @@ func (b *builder) addListener(l *listenerv3.Listener) { b.add(ListenerType, l.Ge
 // resourceTypes are the types a generation produces, in typeIndex order.
 var resourceTypes = [...]string{ListenerType, ClusterType, RouteType, EndpointType}
 
+// endpointTypeIdx is EndpointType's index in resourceTypes.
+const endpointTypeIdx = 3
+
 // typeIndex places a type URL in resourceTypes.
 func typeIndex(typeURL string) (int, bool) {
 	switch typeURL {
@@ -182,7 +185,7 @@ func typeIndex(typeURL string) (int, bool) {
 	case RouteType:
 		return 2, true
 	case EndpointType:
-		return 3, true
+		return endpointTypeIdx, true
 	}
 	return 0, false
 }
@@ -254,33 +257,43 @@ func (b *builder) assemble(prev *memo) (Resources, contributors) {
 				size = n
 			}
 		}
-		set := make(map[string]proto.Message, size)
-		var addrs map[listenerAddr]bool
-		for _, p := range by[t] {
-			for _, r := range p.resources {
-				if r.typeIdx != t {
-					continue
-				}
-				if _, dup := set[r.name]; dup {
-					continue
-				}
-				if l, ok := r.msg.(*listenerv3.Listener); ok {
-					sa := l.GetAddress().GetSocketAddress()
-					key := listenerAddr{addr: sa.GetAddress(), port: sa.GetPortValue()}
-					if addrs[key] {
-						continue
-					}
-					if addrs == nil {
-						addrs = map[listenerAddr]bool{}
-					}
-					addrs[key] = true
-				}
-				set[r.name] = r.msg
-			}
+		if t == endpointTypeIdx && b.endpoints != nil {
+			res[typeURL] = b.endpoints.sharedEDS(by[t], t, size)
+		} else {
+			res[typeURL] = collectType(by[t], t, size)
 		}
-		res[typeURL] = set
 	}
 	return res, by
+}
+
+// collectType is the map of the resources of type t that parts add,
+// sized for size of them, with the rules of assemble.
+func collectType(parts []*part, t, size int) map[string]proto.Message {
+	set := make(map[string]proto.Message, size)
+	var addrs map[listenerAddr]bool
+	for _, p := range parts {
+		for _, r := range p.resources {
+			if r.typeIdx != t {
+				continue
+			}
+			if _, dup := set[r.name]; dup {
+				continue
+			}
+			if l, ok := r.msg.(*listenerv3.Listener); ok {
+				sa := l.GetAddress().GetSocketAddress()
+				key := listenerAddr{addr: sa.GetAddress(), port: sa.GetPortValue()}
+				if addrs[key] {
+					continue
+				}
+				if addrs == nil {
+					addrs = map[listenerAddr]bool{}
+				}
+				addrs[key] = true
+			}
+			set[r.name] = r.msg
+		}
+	}
+	return set
 }
 
 // added is the number of resources of type t that parts added.

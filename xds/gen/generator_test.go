@@ -152,8 +152,13 @@ func TestGeneratorsShareEndpointSets(t *testing.T) {
 	cache := &EndpointCache{}
 	a, b := &Generator{Endpoints: cache}, &Generator{Endpoints: cache}
 	// Two proxies: the same upstreams (and instance slices), another
-	// service each.
-	snapA := benchSnapshot(t)
+	// service each. Without the admin upstream, whose targets api's
+	// router also lists: the test world gives each upstream its own
+	// instance slices of a target (proxycfg shares one), so that the
+	// two would take turns as the cache's latest.
+	snapA := deriveSnapshot(benchSnapshot(t), func(_ *proxycfg.ConfigSnapshot, cp *proxycfg.ConnectProxySnapshot) {
+		delete(cp.Upstreams, "admin")
+	})
 	snapB := *snapA
 	svc := *snapA.Service
 	svc.ID = "other-sidecar-proxy"
@@ -194,11 +199,52 @@ func TestGeneratorsShareEndpointSets(t *testing.T) {
 		if ra[EndpointType][db] == prevDB {
 			t.Errorf("%s: new instances gave the previous endpoint set", step.name)
 		}
+		if !sameMap(ra[EndpointType], rb[EndpointType]) {
+			t.Errorf("%s: the proxies got different maps of the same endpoint sets", step.name)
+		}
 		prevDB = ra[EndpointType][db]
 	}
 	if n := cache.c.Len(); n == 0 {
 		t.Error("nothing cached")
 	}
+
+	// Another proxy on the latest instances, one a change behind, one
+	// with an upstream less: each gets its own instances' sets, equal to
+	// what Generate builds, and only the first shares the latest map.
+	newest := withDBEndpoints(snapA)
+	latest, err := a.Generate(newest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fewer := deriveSnapshot(snapA, func(_ *proxycfg.ConfigSnapshot, cp *proxycfg.ConnectProxySnapshot) {
+		delete(cp.Upstreams, "cache")
+	})
+	caughtUp := *newest // another service, the same upstreams
+	caughtUp.Service = &svc
+	var prev Resources
+	for _, step := range []struct {
+		name  string
+		snap  *proxycfg.ConfigSnapshot
+		share bool
+	}{
+		{"caught up", &caughtUp, true},
+		{"a change behind", &snapB, false},
+		{"an upstream less", fewer, false},
+	} {
+		got := generateChecked(t, &Generator{Endpoints: cache}, step.name, step.snap)
+		if sameMap(got[EndpointType], latest[EndpointType]) != step.share {
+			t.Errorf("%s: shares the latest endpoint map: %v, want %v", step.name, !step.share, step.share)
+		}
+		if prev != nil && sameMap(got[EndpointType], prev[EndpointType]) {
+			t.Errorf("%s: got the previous proxy's endpoint map", step.name)
+		}
+		prev = got
+	}
+}
+
+// sameMap reports whether a and b are the very same map.
+func sameMap(a, b map[string]proto.Message) bool {
+	return reflect.ValueOf(a).UnsafePointer() == reflect.ValueOf(b).UnsafePointer()
 }
 
 // generateChecked runs g on snap and fails the test unless the result
