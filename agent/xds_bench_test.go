@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/metrics"
 	"runtime/pprof"
 	"runtime/trace"
 	"slices"
@@ -54,6 +55,12 @@ const (
 	// proxy's coalescing timer fired, and how long its goroutines waited
 	// for a core.
 	xdsBenchTraceEnv = "TRELLIS_XDSBENCH_TRACE"
+	// xdsBenchChangesEnv names a file for one line per change: its
+	// sequence number, the GC cycles the agent's process started while it
+	// was under way, and its delays' p50, p99 and max in ms. It tells a
+	// run's tail apart: a few slow changes (a collection, a stall of the
+	// machine) or every change a little slower.
+	xdsBenchChangesEnv = "TRELLIS_XDSBENCH_CHANGES"
 )
 
 // BenchmarkXDSEndpointChange measures how an agent serving many Envoy
@@ -84,7 +91,8 @@ const (
 // TRELLIS_XDSBENCH_HEAPPROFILE=<file> (the agent's heap once connected) and
 // TRELLIS_XDSBENCH_ALLOCPROFILE=<file> (the agent's allocations during the
 // iterations) and TRELLIS_XDSBENCH_TRACE=<file> (an execution trace of the
-// agent during the iterations).
+// agent during the iterations) and TRELLIS_XDSBENCH_CHANGES=<file> (per
+// change: the agent's GC cycles during it, its delays' p50, p99, max).
 //
 // Set-up (once per sub-benchmark, not timed): one in-process -dev agent
 // (a server that is its own client agent; CA signing rate limit lifted so
@@ -247,6 +255,11 @@ func (env *xdsBenchEnv) run(b *testing.B) {
 	if allocPath != "" {
 		writeProfile(b, "allocs", allocPath+".base")
 	}
+	var changes *changeLog
+	if path := os.Getenv(xdsBenchChangesEnv); path != "" {
+		changes = newChangeLog(b, path)
+		defer changes.close(b)
+	}
 	var mem0, mem1 runtime.MemStats
 	runtime.ReadMemStats(&mem0)
 	cpu0 := processCPU()
@@ -271,6 +284,7 @@ func (env *xdsBenchEnv) run(b *testing.B) {
 		if err := env.envoys.await("armed"); err != nil {
 			b.Fatal(err)
 		}
+		changes.start()
 		t0 := time.Now()
 		if add {
 			env.registerUpstream(b, k, node, addr)
@@ -283,11 +297,17 @@ func (env *xdsBenchEnv) run(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		arrivals := strings.Fields(line)
-		if len(arrivals) != env.n+1 || arrivals[0] != strconv.Itoa(seq) {
+		gcs := changes.gcs()
+		// Read in place (no slice of fields): this process is the agent's,
+		// whose garbage the benchmark measures.
+		head, rest, _ := strings.Cut(line, " ")
+		if head != strconv.Itoa(seq) {
 			b.Fatalf("change %d: malformed arrivals %.100q", seq, line)
 		}
-		for _, a := range arrivals[1:] {
+		first := len(delays)
+		for rest != "" {
+			var a string
+			a, rest, _ = strings.Cut(rest, " ")
 			at, err := strconv.ParseInt(a, 10, 64)
 			if err != nil {
 				b.Fatal(err)
@@ -297,6 +317,10 @@ func (env *xdsBenchEnv) run(b *testing.B) {
 			delays = append(delays, time.Duration(at-t1.UnixNano()))
 			fromSend = append(fromSend, time.Duration(at-t0.UnixNano()))
 		}
+		if len(delays)-first != env.n {
+			b.Fatalf("change %d: %d arrivals, want %d", seq, len(delays)-first, env.n)
+		}
+		changes.record(seq, gcs, delays[first:])
 	}
 	b.StopTimer()
 	// The last streams' ACKs are still being handled: let them land, so
@@ -675,5 +699,65 @@ func (c *xdsBenchChild) stop() {
 	case <-time.After(30 * time.Second):
 		_ = c.cmd.Process.Kill()
 		<-c.exited
+	}
+}
+
+// changeLog writes the per-change lines of xdsBenchChangesEnv; a nil
+// changeLog records nothing.
+type changeLog struct {
+	f      *os.File
+	w      *bufio.Writer
+	sample []metrics.Sample
+	gc0    uint64
+	sorted []time.Duration
+}
+
+func newChangeLog(b *testing.B, path string) *changeLog {
+	f, err := os.Create(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	l := &changeLog{f: f, w: bufio.NewWriter(f), sample: []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}}
+	fmt.Fprintln(l.w, "# seq gcs p50-ms p99-ms max-ms")
+	return l
+}
+
+// start marks the start of a change.
+func (l *changeLog) start() {
+	if l != nil {
+		l.gc0 = l.cycles()
+	}
+}
+
+// gcs is the number of GC cycles since start.
+func (l *changeLog) gcs() uint64 {
+	if l == nil {
+		return 0
+	}
+	return l.cycles() - l.gc0
+}
+
+func (l *changeLog) cycles() uint64 {
+	metrics.Read(l.sample)
+	return l.sample[0].Value.Uint64()
+}
+
+// record writes the line of change seq, whose delays are ds.
+func (l *changeLog) record(seq int, gcs uint64, ds []time.Duration) {
+	if l == nil {
+		return
+	}
+	l.sorted = append(l.sorted[:0], ds...)
+	slices.Sort(l.sorted)
+	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+	fmt.Fprintf(l.w, "%d %d %.1f %.1f %.1f\n", seq, gcs, ms(l.sorted[len(l.sorted)/2]), ms(l.sorted[len(l.sorted)*99/100]), ms(l.sorted[len(l.sorted)-1]))
+}
+
+func (l *changeLog) close(b *testing.B) {
+	if err := l.w.Flush(); err != nil {
+		b.Error(err)
+	}
+	if err := l.f.Close(); err != nil {
+		b.Error(err)
 	}
 }
