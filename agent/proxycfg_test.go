@@ -52,7 +52,7 @@ func noSnap(t *testing.T, ch <-chan *proxycfg.ConfigSnapshot, what string, d tim
 }
 
 func upstreamEndpoints(s *proxycfg.ConfigSnapshot, up string) int {
-	u := s.ConnectProxy.Upstreams[proxycfg.UpstreamID(up)]
+	u := s.ConnectProxy.Upstreams.Get(proxycfg.UpstreamID(up))
 	if u == nil {
 		return -1
 	}
@@ -121,7 +121,7 @@ func TestDevAgentProxySnapshots(t *testing.T) {
 	defer cancelOther()
 
 	snap := nextSnap(t, web, "api endpoints", func(s *proxycfg.ConfigSnapshot) bool { return upstreamEndpoints(s, "api") == 1 })
-	if snap.Leaf() == nil || snap.Roots == nil || snap.ConnectProxy.Upstreams["api"].Chain.Protocol != "http" {
+	if snap.Leaf() == nil || snap.Roots == nil || snap.ConnectProxy.Upstreams.Get("api").Chain.Protocol != "http" {
 		t.Fatalf("snapshot: leaf %v roots %v", snap.Leaf(), snap.Roots)
 	}
 	nextSnap(t, other, "other's first snapshot", func(s *proxycfg.ConfigSnapshot) bool { return true })
@@ -169,7 +169,7 @@ func TestDevAgentProxySnapshots(t *testing.T) {
 					Splits: []structs.ServiceSplit{{Weight: 90}, {Weight: 10, Service: "api-v2"}}})
 			},
 			ok: func(s *proxycfg.ConfigSnapshot) bool {
-				c := s.ConnectProxy.Upstreams["api"].Chain
+				c := s.ConnectProxy.Upstreams.Get("api").Chain
 				return c != nil && len(c.Targets) == 2
 			},
 		},

@@ -35,8 +35,14 @@ func (s *xdsSource) Watch(ctx context.Context, ref xds.ProxyRef) (<-chan *proxyc
 
 func (s *xdsSource) Builder(xds.ProxyRef) xds.Builder[*proxycfg.ConfigSnapshot] {
 	g := &gen.Generator{Endpoints: &s.endpoints}
+	// The server is done with a set's outer map once it asks for the next
+	// (xds.Source): one map per stream, not one per proxy per change.
+	var last gen.Resources
 	return func(snap *proxycfg.ConfigSnapshot) (xds.Resources, error) {
-		res, err := g.Generate(snap)
+		res, err := g.GenerateInto(last, snap)
+		if res != nil {
+			last = res
+		}
 		return xds.Resources(res), err
 	}
 }

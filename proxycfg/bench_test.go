@@ -68,9 +68,9 @@ func complete(s *ConfigSnapshot) error {
 	if len(s.ConnectProxy.Upstreams) != fleetUpstreams {
 		return fmt.Errorf("%d upstreams", len(s.ConnectProxy.Upstreams))
 	}
-	for id, u := range s.ConnectProxy.Upstreams {
+	for _, u := range s.ConnectProxy.Upstreams {
 		if u.Chain == nil || len(u.Endpoints) != 1 {
-			return fmt.Errorf("upstream %s incomplete", id)
+			return fmt.Errorf("upstream %s incomplete", u.ID)
 		}
 	}
 	return nil

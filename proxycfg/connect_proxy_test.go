@@ -59,7 +59,7 @@ func upstreamHas(id UpstreamID, start string, endpoints map[string]int) func(*Co
 		if s.ConnectProxy == nil {
 			return errors.New("not a connect-proxy snapshot")
 		}
-		u := s.ConnectProxy.Upstreams[id]
+		u := s.ConnectProxy.Upstreams.Get(id)
 		if u == nil {
 			return fmt.Errorf("no upstream %q", id)
 		}
@@ -234,7 +234,7 @@ func TestConnectProxyStateMachine(t *testing.T) {
 					}).send(t, testNodes("gw", "10.0.0.100"))
 				},
 				want: func(s *ConfigSnapshot) error {
-					u := s.ConnectProxy.Upstreams["cache?dc=dc2"]
+					u := s.ConnectProxy.Upstreams.Get("cache?dc=dc2")
 					if u == nil || len(u.Endpoints[cacheTarget.id()]) != 1 || len(u.GatewayEndpoints["dc1"]) != 1 {
 						return fmt.Errorf("upstream %+v", u)
 					}
@@ -290,7 +290,7 @@ func TestConnectProxyStateMachine(t *testing.T) {
 						c.send(t, testChain("db", dbTarget))
 					},
 					want: func(s *ConfigSnapshot) error {
-						u := s.ConnectProxy.Upstreams["db"]
+						u := s.ConnectProxy.Upstreams.Get("db")
 						if u.Config == nil || u.Config.Protocol != "grpc" || len(u.Endpoints[dbTarget.id()]) != 1 {
 							return fmt.Errorf("upstream %+v", u)
 						}
@@ -324,7 +324,7 @@ func TestConnectProxyStateMachine(t *testing.T) {
 					want: func(s *ConfigSnapshot) error {
 						cp := s.ConnectProxy
 						if cp.Mode != structs.ProxyModeTransparent || len(cp.Upstreams) != 2 ||
-							cp.Upstreams["api"] == nil || cp.Upstreams["api"].Chain == nil || !cp.Upstreams["db"].Upstream.CentrallyConfigured {
+							cp.Upstreams.Get("api") == nil || cp.Upstreams.Get("api").Chain == nil || !cp.Upstreams.Get("db").Upstream.CentrallyConfigured {
 							return fmt.Errorf("mode %q upstreams %v", cp.Mode, cp.Upstreams)
 						}
 						return nil
@@ -338,7 +338,7 @@ func TestConnectProxyStateMachine(t *testing.T) {
 						h.f.health.waitNone(t, "db", healthFor("db", "", "dc1"))
 					},
 					want: func(s *ConfigSnapshot) error {
-						if ups := s.ConnectProxy.Upstreams; len(ups) != 1 || ups["api"] == nil {
+						if ups := s.ConnectProxy.Upstreams; len(ups) != 1 || ups.Get("api") == nil {
 							return fmt.Errorf("upstreams %v", ups)
 						}
 						return nil
@@ -390,13 +390,13 @@ func TestSnapshotsAreImmutable(t *testing.T) {
 	pushChain("db", testChain("db", dbTarget))(t, h)
 	pushEndpoints(dbTarget, testNodes("db", "10.0.1.1"))(t, h)
 	first := waitSnap(t, ch, upstreamHas("db", "resolver:"+dbTarget.id(), map[string]int{dbTarget.id(): 1}))
-	firstUp := first.ConnectProxy.Upstreams["db"]
+	firstUp := first.ConnectProxy.Upstreams.Get("db")
 
 	pushEndpoints(dbTarget, testNodes("db", "10.0.1.1", "10.0.1.2"))(t, h)
 	pushChain("db", testChain("db", dbV1))(t, h)
 	waitSnap(t, ch, upstreamHas("db", "resolver:"+dbV1.id(), map[string]int{}))
 
-	if got := first.ConnectProxy.Upstreams["db"]; got != firstUp || len(got.Endpoints) != 1 ||
+	if got := first.ConnectProxy.Upstreams.Get("db"); got != firstUp || len(got.Endpoints) != 1 ||
 		len(got.Endpoints[dbTarget.id()]) != 1 || got.Chain.StartNode != "resolver:"+dbTarget.id() {
 		t.Fatalf("delivered snapshot changed: %+v", got)
 	}

@@ -107,7 +107,7 @@ func TestGatewayStateMachines(t *testing.T) {
 							return fmt.Errorf("http listener %+v", l)
 						}
 						for _, id := range []UpstreamID{"api", "web", "db"} {
-							if u := ig.Upstreams[id]; u == nil || u.Chain == nil || len(u.Endpoints[string(id)+".default.default.dc1"]) != 1 {
+							if u := ig.Upstreams.Get(id); u == nil || u.Chain == nil || len(u.Endpoints[string(id)+".default.default.dc1"]) != 1 {
 								return fmt.Errorf("upstream %s: %+v", id, u)
 							}
 						}
@@ -123,7 +123,7 @@ func TestGatewayStateMachines(t *testing.T) {
 					},
 					want: func(s *ConfigSnapshot) error {
 						ig := s.IngressGateway
-						if len(ig.Listeners) != 1 || len(ig.Upstreams) != 2 || ig.Upstreams["db"] != nil {
+						if len(ig.Listeners) != 1 || len(ig.Upstreams) != 2 || ig.Upstreams.Get("db") != nil {
 							return fmt.Errorf("listeners %v upstreams %v", ig.Listeners, ig.Upstreams)
 						}
 						return nil

@@ -62,7 +62,7 @@ func TestSnapshotSharing(t *testing.T) {
 	b := readyState(t, h, fleetProxy(1, 3))
 	prevA, prevB := a.build(), b.build()
 	tid := target{service: "hot", dc: "dc1"}.id()
-	oldNodes := prevA.ConnectProxy.Upstreams["hot"].Endpoints[tid]
+	oldNodes := prevA.ConnectProxy.Upstreams.Get("hot").Endpoints[tid]
 
 	nodes := testNodes("hot", "10.9.9.9")
 	for _, s := range []*state{first, a, b} {
@@ -76,25 +76,29 @@ func TestSnapshotSharing(t *testing.T) {
 		prev, next *ConfigSnapshot
 	}{{"a", prevA, nextA}, {"b", prevB, nextB}} {
 		prevUps, nextUps := c.prev.ConnectProxy.Upstreams, c.next.ConnectProxy.Upstreams
-		if c.next.ConnectProxy == c.prev.ConnectProxy || mapID(nextUps) == mapID(prevUps) {
+		if c.next.ConnectProxy == c.prev.ConnectProxy || unsafe.SliceData(nextUps) == unsafe.SliceData(prevUps) {
 			t.Errorf("%s: the snapshot's parts were reused", c.name)
 		}
-		for id, up := range nextUps {
-			if changed := id == "hot"; (up != prevUps[id]) != changed {
-				t.Errorf("%s: upstream %s is a new value: %v, want %v", c.name, id, up != prevUps[id], changed)
+		if len(nextUps) != len(prevUps) {
+			t.Fatalf("%s: %d upstreams, then %d", c.name, len(prevUps), len(nextUps))
+		}
+		for _, up := range nextUps {
+			id := up.ID
+			if changed := id == "hot"; (up != prevUps.Get(id)) != changed {
+				t.Errorf("%s: upstream %s is a new value: %v, want %v", c.name, id, up != prevUps.Get(id), changed)
 			}
-			if up.Chain != prevUps[id].Chain {
+			if up.Chain != prevUps.Get(id).Chain {
 				t.Errorf("%s: upstream %s has a new chain", c.name, id)
 			}
 		}
-		if got := nextUps["hot"].Endpoints[tid]; len(got) != 1 || &got[0] != &nodes.Nodes[0] {
+		if got := nextUps.Get("hot").Endpoints[tid]; len(got) != 1 || &got[0] != &nodes.Nodes[0] {
 			t.Errorf("%s: new endpoints %v", c.name, got)
 		}
-		if got := prevUps["hot"].Endpoints[tid]; len(got) != 3 || &got[0] != &oldNodes[0] {
+		if got := prevUps.Get("hot").Endpoints[tid]; len(got) != 3 || &got[0] != &oldNodes[0] {
 			t.Errorf("%s: the previous snapshot changed: endpoints %v", c.name, got)
 		}
 	}
-	ea, eb := nextA.ConnectProxy.Upstreams["hot"], nextB.ConnectProxy.Upstreams["hot"]
+	ea, eb := nextA.ConnectProxy.Upstreams.Get("hot"), nextB.ConnectProxy.Upstreams.Get("hot")
 	if ea == eb {
 		t.Error("two proxies share an UpstreamSnapshot")
 	}
@@ -110,7 +114,7 @@ func TestSnapshotSharing(t *testing.T) {
 	if leafA.Leaf() != leaf || leafA.ConnectProxy == nextA.ConnectProxy {
 		t.Fatal("the leaf change is not in a new snapshot")
 	}
-	if mapID(leafA.ConnectProxy.Upstreams) != mapID(nextA.ConnectProxy.Upstreams) {
+	if unsafe.SliceData(leafA.ConnectProxy.Upstreams) != unsafe.SliceData(nextA.ConnectProxy.Upstreams) {
 		t.Error("the upstreams were copied for a leaf change")
 	}
 }

@@ -1,6 +1,9 @@
 package proxycfg
 
 import (
+	"slices"
+	"strings"
+
 	"github.com/trellis-mesh/trellis/structs"
 )
 
@@ -73,9 +76,72 @@ type ConnectProxySnapshot struct {
 	// central configuration's.
 	Mode structs.ProxyMode
 	// Upstreams are the explicit upstreams of the registration and, in
-	// transparent mode, the implicit ones (CentrallyConfigured), by ID.
-	// Prepared-query upstreams are not supported and are absent.
-	Upstreams map[UpstreamID]*UpstreamSnapshot
+	// transparent mode, the implicit ones (CentrallyConfigured), sorted
+	// by ID. Prepared-query upstreams are not supported and are absent.
+	Upstreams Upstreams
+}
+
+// Upstreams are upstreams sorted by ID, each ID once, none nil. Like
+// everything in a snapshot they are read-only: With and Without return
+// modified copies. A slice, not a map: a snapshot is built per proxy per
+// change, and copying a few pointers is a fraction of copying a map.
+type Upstreams []*UpstreamSnapshot
+
+// NewUpstreams sorts ups into a new Upstreams, leaving out nils; of two
+// with one ID, the last is kept.
+func NewUpstreams(ups ...*UpstreamSnapshot) Upstreams {
+	out := make(Upstreams, 0, len(ups))
+	for _, u := range ups {
+		if u != nil {
+			out = append(out, u)
+		}
+	}
+	slices.SortStableFunc(out, func(a, b *UpstreamSnapshot) int { return strings.Compare(string(a.ID), string(b.ID)) })
+	kept := out[:0]
+	for i, u := range out {
+		if i+1 < len(out) && out[i+1].ID == u.ID {
+			continue
+		}
+		kept = append(kept, u)
+	}
+	return kept
+}
+
+// Get returns the upstream of an ID, nil when there is none.
+func (us Upstreams) Get(id UpstreamID) *UpstreamSnapshot {
+	if i, ok := us.find(id); ok {
+		return us[i]
+	}
+	return nil
+}
+
+// With returns a copy of us with u in place of the upstream of its ID, or
+// added.
+func (us Upstreams) With(u *UpstreamSnapshot) Upstreams {
+	i, ok := us.find(u.ID)
+	if ok {
+		out := slices.Clone(us)
+		out[i] = u
+		return out
+	}
+	out := make(Upstreams, 0, len(us)+1)
+	out = append(out, us[:i]...)
+	out = append(out, u)
+	return append(out, us[i:]...)
+}
+
+// Without returns a copy of us without the upstream of id.
+func (us Upstreams) Without(id UpstreamID) Upstreams {
+	i, ok := us.find(id)
+	if !ok {
+		return slices.Clone(us)
+	}
+	return slices.Delete(slices.Clone(us), i, i+1)
+}
+
+// find is where id is, or would be, in us.
+func (us Upstreams) find(id UpstreamID) (int, bool) {
+	return slices.BinarySearchFunc(us, id, func(u *UpstreamSnapshot, id UpstreamID) int { return strings.Compare(string(u.ID), string(id)) })
 }
 
 // UpstreamID identifies an upstream of a proxy or an ingress gateway: the
@@ -145,9 +211,9 @@ type IngressGatewaySnapshot struct {
 	Config *structs.IngressGatewayConfigEntry
 	// Listeners are keyed by (protocol, port).
 	Listeners map[IngressListenerKey]*IngressListenerSnapshot
-	// Upstreams are the exposed services by ID (their name), each with
-	// its chain and endpoints; several listeners may share one.
-	Upstreams map[UpstreamID]*UpstreamSnapshot
+	// Upstreams are the exposed services, sorted by ID (their name), each
+	// with its chain and endpoints; several listeners may share one.
+	Upstreams Upstreams
 	// ServiceConfig is the gateway's own resolved service config
 	// (proxy-defaults merged with its service-defaults: access logs,
 	// ...), nil until known: snapshots do not wait for it.

@@ -2,8 +2,8 @@ package proxycfg
 
 import (
 	"context"
-	"maps"
 	"reflect"
+	"slices"
 
 	"github.com/trellis-mesh/trellis/structs"
 )
@@ -20,17 +20,39 @@ import (
 // that snapshots can share them. A one-entry endpoint map may even be
 // shared with other proxies (see endpointMaps).
 type upstreamSet struct {
-	ups map[UpstreamID]*UpstreamSnapshot
-	// handed is the copy of ups the last snapshot got, nil once ups
-	// changed since: snapshots built for other changes (a leaf, the
-	// intentions, the roots) share it instead of copying ups again.
-	handed map[UpstreamID]*UpstreamSnapshot
+	ups Upstreams
+	// handed is set once a snapshot got ups: the next change copies ups
+	// first (copy on write), and snapshots built for other changes (a
+	// leaf, the intentions, the roots) share it instead of copying it.
+	handed bool
+}
+
+// owned returns ups, copied first if a snapshot has it.
+func (u *upstreamSet) owned() Upstreams {
+	if u.handed {
+		u.ups, u.handed = slices.Clone(u.ups), false
+	}
+	return u.ups
 }
 
 // put stores an upstream (a new value, never a modified one).
-func (u *upstreamSet) put(id UpstreamID, up *UpstreamSnapshot) {
-	u.ups[id] = up
-	u.handed = nil
+func (u *upstreamSet) put(up *UpstreamSnapshot) {
+	ups := u.owned()
+	i, ok := ups.find(up.ID)
+	if ok {
+		ups[i] = up
+		return
+	}
+	u.ups = slices.Insert(ups, i, up)
+}
+
+// snapshot returns the upstreams for a new snapshot.
+func (u *upstreamSet) snapshot() Upstreams {
+	if u.ups == nil {
+		u.ups = Upstreams{}
+	}
+	u.handed = true
+	return u.ups
 }
 
 // set makes sure upstream id exists with this definition and central
@@ -38,18 +60,15 @@ func (u *upstreamSet) put(id UpstreamID, up *UpstreamSnapshot) {
 // watch when req changed; the old chain and endpoints stay until the new
 // chain arrives, so that a configuration change does not drop traffic).
 func (u *upstreamSet) set(s *state, id UpstreamID, def *structs.Upstream, cfg *structs.UpstreamConfig, req *structs.DiscoveryChainRequest) bool {
-	if u.ups == nil {
-		u.ups = make(map[UpstreamID]*UpstreamSnapshot)
-	}
 	changed := false
-	switch cur := u.ups[id]; {
+	switch cur := u.ups.Get(id); {
 	case cur == nil:
-		u.put(id, &UpstreamSnapshot{ID: id, Upstream: def, Config: cfg})
+		u.put(&UpstreamSnapshot{ID: id, Upstream: def, Config: cfg})
 		changed = true
 	case !reflect.DeepEqual(cur.Upstream, def) || !reflect.DeepEqual(cur.Config, cfg):
 		nu := *cur
 		nu.Upstream, nu.Config = def, cfg
-		u.put(id, &nu)
+		u.put(&nu)
 		changed = true
 	}
 	s.watchOrLog(watchKey{kind: watchChain, owner: string(id)}, req, func(ctx context.Context, corr string) error {
@@ -60,24 +79,27 @@ func (u *upstreamSet) set(s *state, id UpstreamID, def *structs.Upstream, cfg *s
 
 // remove drops an upstream and cancels all its watches.
 func (u *upstreamSet) remove(s *state, id UpstreamID) bool {
-	if _, ok := u.ups[id]; !ok {
+	i, ok := u.ups.find(id)
+	if !ok {
 		return false
 	}
 	s.reg.cancelOwner(string(id))
-	delete(u.ups, id)
-	u.handed = nil
+	u.ups = slices.Delete(u.owned(), i, i+1)
 	return true
 }
 
 // retain removes every upstream keep rejects.
 func (u *upstreamSet) retain(s *state, keep func(UpstreamID) bool) bool {
-	changed := false
-	for id := range u.ups {
-		if !keep(id) {
-			changed = u.remove(s, id) || changed
+	var drop []UpstreamID
+	for _, up := range u.ups {
+		if !keep(up.ID) {
+			drop = append(drop, up.ID)
 		}
 	}
-	return changed
+	for _, id := range drop {
+		u.remove(s, id)
+	}
+	return len(drop) > 0
 }
 
 // handle applies a chain, target or mesh-gateway result; ok is false for
@@ -88,7 +110,7 @@ func (u *upstreamSet) handle(s *state, w *watch, ev UpdateEvent) (changed, ok bo
 	default:
 		return false, false
 	}
-	cur := u.ups[UpstreamID(w.owner)]
+	cur := u.ups.Get(UpstreamID(w.owner))
 	if cur == nil {
 		return false, true // the upstream is gone; its watches are being cancelled
 	}
@@ -98,7 +120,7 @@ func (u *upstreamSet) handle(s *state, w *watch, ev UpdateEvent) (changed, ok bo
 		if !ok || resp.Chain == nil {
 			return false, true
 		}
-		u.put(cur.ID, u.applyChain(s, cur, resp.Chain))
+		u.put(u.applyChain(s, cur, resp.Chain))
 	case watchTarget:
 		resp, ok := resultAs[structs.IndexedCheckServiceNodes](s, ev)
 		if !ok {
@@ -106,7 +128,7 @@ func (u *upstreamSet) handle(s *state, w *watch, ev UpdateEvent) (changed, ok bo
 		}
 		nu := *cur
 		nu.Endpoints = withNodes(s, cur.Endpoints, w.key, resp)
-		u.put(cur.ID, &nu)
+		u.put(&nu)
 	case watchMeshGateways:
 		resp, ok := resultAs[structs.IndexedCheckServiceNodes](s, ev)
 		if !ok {
@@ -114,7 +136,7 @@ func (u *upstreamSet) handle(s *state, w *watch, ev UpdateEvent) (changed, ok bo
 		}
 		nu := *cur
 		nu.GatewayEndpoints = withNodes(s, cur.GatewayEndpoints, w.key, resp)
-		u.put(cur.ID, &nu)
+		u.put(&nu)
 	}
 	return true, true
 }
@@ -175,20 +197,6 @@ func (u *upstreamSet) applyChain(s *state, cur *UpstreamSnapshot, chain *structs
 		}
 	}
 	return &nu
-}
-
-// snapshot returns the upstreams for a new snapshot: a copy of the map
-// (the values are immutable), made once per change of the set. maps.Clone
-// copies the map's memory instead of hashing every key again.
-func (u *upstreamSet) snapshot() map[UpstreamID]*UpstreamSnapshot {
-	if u.handed == nil {
-		if u.ups == nil {
-			u.handed = map[UpstreamID]*UpstreamSnapshot{}
-		} else {
-			u.handed = maps.Clone(u.ups)
-		}
-	}
-	return u.handed
 }
 
 // nonNilNodes turns "no instances" into an empty, non-nil list, so that a

@@ -15,11 +15,12 @@ import (
 //
 // A set is complete: a resource of a type that is absent from the set does
 // not exist, and the server removes it from the proxy. A type that has no
-// key at all is an empty type. The server and every stream share the set
-// read-only, so a producer must never modify a set (or a message in it)
-// after handing it over; reusing the same message pointer for an unchanged
-// resource in the next set is encouraged, because the server then skips
-// re-encoding it.
+// key at all is an empty type. The server and every stream share the
+// type maps read-only, so a producer must never modify one (or a message
+// in it) after handing it over; the outer map only until the next set is
+// asked for (see Source.Builder). Reusing the same message pointer for an
+// unchanged resource in the next set is encouraged, because the server
+// then skips re-encoding it.
 type Resources map[string]map[string]proto.Message
 
 // ProxyRef identifies the proxy behind one ADS stream.
@@ -53,10 +54,13 @@ type Source[U any] interface {
 	// Builder returns what turns the values of one stream's watch into
 	// complete Resources sets. It is called once per stream, and the
 	// Builder only ever from that stream's goroutine, so it may keep state
-	// between calls (a generator reusing what did not change). A set must
-	// never be modified once returned; returning the very same map for a
-	// type that did not change lets the server skip it. An error is logged
-	// and the stream keeps serving what it has.
+	// between calls (a generator reusing what did not change). A type's
+	// map must never be modified once returned (the server keeps it);
+	// returning the very same map for a type that did not change lets the
+	// server skip it. The outer map is the Builder's again once it is
+	// called next: the server reads it only until then, so a Builder may
+	// reuse it. An error is logged and the stream keeps serving what it
+	// has.
 	Builder(proxy ProxyRef) Builder[U]
 }
 

@@ -56,15 +56,11 @@ func BenchmarkGeneratorEndpointChange(b *testing.B) {
 func withDBEndpoints(snap *proxycfg.ConfigSnapshot) *proxycfg.ConfigSnapshot {
 	other := *snap
 	cp := *snap.ConnectProxy
-	cp.Upstreams = map[proxycfg.UpstreamID]*proxycfg.UpstreamSnapshot{}
-	for id, u := range snap.ConnectProxy.Upstreams {
-		cp.Upstreams[id] = u
-	}
-	db := *cp.Upstreams["db"]
+	db := *cp.Upstreams.Get("db")
 	db.Endpoints = map[string]structs.CheckServiceNodes{
 		"db.default.default.dc1": sidecars("db", "dc1", inst{addr: "10.1.0.1"}, inst{addr: "10.1.0.2"}, inst{addr: "10.1.0.4"}),
 	}
-	cp.Upstreams["db"] = &db
+	cp.Upstreams = cp.Upstreams.With(&db)
 	other.ConnectProxy = &cp
 	return &other
 }

@@ -40,8 +40,9 @@ func (b *builder) connectProxy() error {
 
 	transparent := cp.Mode == structs.ProxyModeTransparent
 	var outbound []outboundChain // for the transparent listener only
-	for _, u := range b.sortedUpstreams(cp.Upstreams) {
-		if u.Chain == nil || u.Upstream == nil {
+	// By ID, so that "first wins" is deterministic.
+	for _, u := range cp.Upstreams {
+		if u == nil || u.Chain == nil || u.Upstream == nil {
 			continue // not known yet: leave it out until it is
 		}
 		up, err := reusePart(b, partID{kind: partUpstream, upstream: u.ID}, b.upstreamKey(u, cp.Leaf), func() (*listenerv3.Filter, error) {

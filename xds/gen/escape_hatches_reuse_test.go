@@ -29,10 +29,9 @@ func TestEscapeHatchesGeneratorReuse(t *testing.T) {
 	withUpstream := func(s *proxycfg.ConfigSnapshot, edit func(u *proxycfg.UpstreamSnapshot)) *proxycfg.ConfigSnapshot {
 		ns := *s
 		cp := *s.ConnectProxy
-		cp.Upstreams = maps.Clone(s.ConnectProxy.Upstreams)
-		u := *cp.Upstreams["db"]
+		u := *cp.Upstreams.Get("db")
 		edit(&u)
-		cp.Upstreams["db"] = &u
+		cp.Upstreams = cp.Upstreams.With(&u)
 		ns.ConnectProxy = &cp
 		return &ns
 	}

@@ -227,7 +227,7 @@ func TestEscapeHatchesReplaceResources(t *testing.T) {
 			check: func(t *testing.T, c *checkCtx) {
 				got := c.cluster(t, dbSNI)
 				want := decoded(t, dbClusterSpec(dbSNI), &clusterv3.Cluster{})
-				t0 := c.snap.ConnectProxy.Upstreams["db"].Chain.Targets["db.default.default.dc1"]
+				t0 := c.snap.ConnectProxy.Upstreams.Get("db").Chain.Targets["db.default.default.dc1"]
 				want.TransportSocket = c.b.meshUpstreamTLS(c.snap.ConnectProxy.Leaf, dbSNI, targetSpiffeID(t0, testTrustDomain))
 				if !proto.Equal(got, want) {
 					t.Errorf("cluster = %v, want %v", got, want)

@@ -56,12 +56,13 @@ var (
 // endpoint set. When two parts of the snapshot produce a resource of the
 // same name, the first in a deterministic order (upstreams by ID) wins.
 func Generate(snap *proxycfg.ConfigSnapshot) (Resources, error) {
-	return generate(snap, nil, nil)
+	return generate(nil, snap, nil, nil)
 }
 
 // generate is Generate, reusing parts of a Generator's previous generation
-// when m is set, and sharing endpoint sets through endpoints when set.
-func generate(snap *proxycfg.ConfigSnapshot, m *memo, endpoints *EndpointCache) (Resources, error) {
+// when m is set, sharing endpoint sets through endpoints when set, and
+// writing the result into dst when set (see Generator.GenerateInto).
+func generate(dst Resources, snap *proxycfg.ConfigSnapshot, m *memo, endpoints *EndpointCache) (Resources, error) {
 	if snap == nil {
 		return nil, fmt.Errorf("%w: nil snapshot", ErrInvalidSnapshot)
 	}
@@ -100,7 +101,7 @@ func generate(snap *proxycfg.ConfigSnapshot, m *memo, endpoints *EndpointCache) 
 	if err != nil {
 		return nil, fmt.Errorf("gen: %s: %w", snap.ProxyID, err)
 	}
-	res, by := b.assemble(prev)
+	res, by, types := b.assemble(prev, dst)
 	if m != nil {
 		m.all = b.parts // its storage, recycled with m's
 	}
@@ -108,7 +109,7 @@ func generate(snap *proxycfg.ConfigSnapshot, m *memo, endpoints *EndpointCache) 
 		return nil, fmt.Errorf("gen: %s: %w", snap.ProxyID, err)
 	}
 	if m != nil {
-		m.res, m.by = res, by
+		m.types, m.by, m.assembled = types, by, true
 	}
 	return res, nil
 }
@@ -206,7 +207,11 @@ type contributors [len(resourceTypes)][]*part
 // order) that made it in prev is prev's map itself: the result is equal,
 // and sharing it tells the ADS server the type did not change without
 // looking at its resources.
-func (b *builder) assemble(prev *memo) (Resources, contributors) {
+//
+// The result is dst, emptied first, when dst is set; its type maps are
+// also returned in resourceTypes order, which is how the next generation
+// finds them (dst is the caller's to reuse).
+func (b *builder) assemble(prev *memo, dst Resources) (Resources, contributors, [len(resourceTypes)]map[string]proto.Message) {
 	// One backing array for the four lists: generations are frequent.
 	var lens [len(resourceTypes)]int
 	total := 0
@@ -239,10 +244,17 @@ func (b *builder) assemble(prev *memo) (Resources, contributors) {
 			}
 		}
 	}
-	res := make(Resources, len(resourceTypes))
+	res := dst
+	if res == nil {
+		res = make(Resources, len(resourceTypes))
+	} else {
+		clear(res)
+	}
+	var types [len(resourceTypes)]map[string]proto.Message
 	for t, typeURL := range resourceTypes {
-		if prev != nil && prev.res != nil && slices.Equal(prev.by[t], by[t]) {
-			res[typeURL] = prev.res[typeURL]
+		if prev != nil && prev.assembled && slices.Equal(prev.by[t], by[t]) {
+			types[t] = prev.types[t]
+			res[typeURL] = types[t]
 			continue
 		}
 		size := added(by[t], t)
@@ -252,18 +264,19 @@ func (b *builder) assemble(prev *memo) (Resources, contributors) {
 		// change), its set's size is the likely exact one: a map sized
 		// for the duplicates too may take more memory, even more
 		// allocations (past 8 entries).
-		if prev != nil && prev.res != nil {
-			if n := len(prev.res[typeURL]); n < size && added(prev.by[t], t) == size {
+		if prev != nil && prev.assembled {
+			if n := len(prev.types[t]); n < size && added(prev.by[t], t) == size {
 				size = n
 			}
 		}
 		if t == endpointTypeIdx && b.endpoints != nil {
-			res[typeURL] = b.endpoints.sharedEDS(by[t], t, size)
+			types[t] = b.endpoints.sharedEDS(by[t], t, size)
 		} else {
-			res[typeURL] = collectType(by[t], t, size)
+			types[t] = collectType(by[t], t, size)
 		}
+		res[typeURL] = types[t]
 	}
-	return res, by
+	return res, by, types
 }
 
 // collectType is the map of the resources of type t that parts add,
@@ -325,66 +338,6 @@ func (b *builder) any(m proto.Message) *anypb.Any {
 		return &anypb.Any{}
 	}
 	return a
-}
-
-// sortedUpstreams returns the upstreams in ID order, so that generation
-// (and "first wins") is deterministic.
-func sortedUpstreams(ups map[proxycfg.UpstreamID]*proxycfg.UpstreamSnapshot) []*proxycfg.UpstreamSnapshot {
-	out, _ := sortUpstreams(ups, nil, nil)
-	return out
-}
-
-// sortUpstreams is sortedUpstreams, sorting into ids and out (their
-// storage, which may be nil), and returns the upstreams with their IDs.
-func sortUpstreams(ups map[proxycfg.UpstreamID]*proxycfg.UpstreamSnapshot, ids []proxycfg.UpstreamID, out []*proxycfg.UpstreamSnapshot) ([]*proxycfg.UpstreamSnapshot, []proxycfg.UpstreamID) {
-	if cap(ids) < len(ups) {
-		ids = make([]proxycfg.UpstreamID, 0, len(ups))
-	}
-	if cap(out) < len(ups) {
-		out = make([]*proxycfg.UpstreamSnapshot, 0, len(ups))
-	}
-	ids = ids[:0]
-	for id, u := range ups {
-		if u != nil {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
-	out = out[:0]
-	for _, id := range ids {
-		out = append(out, ups[id])
-	}
-	return out, ids
-}
-
-// sortedUpstreams is the package function for a sidecar's upstreams,
-// without sorting or allocating in the common case for a Generator: the
-// same upstreams (by ID) as in the previous generation, whose order it
-// keeps. The list is the memo's storage: it is good for this generation.
-func (b *builder) sortedUpstreams(ups map[proxycfg.UpstreamID]*proxycfg.UpstreamSnapshot) []*proxycfg.UpstreamSnapshot {
-	m := b.memo
-	if m == nil {
-		return sortedUpstreams(ups)
-	}
-	// The previous IDs are all of the map's keys (they are distinct, and
-	// as many) when each has an upstream.
-	if prev := m.prev; prev != nil && len(prev.upstreamIDs) == len(ups) && len(ups) > 0 {
-		out := m.upstreams[:0]
-		for _, id := range prev.upstreamIDs {
-			u := ups[id]
-			if u == nil {
-				break
-			}
-			out = append(out, u)
-		}
-		if len(out) == len(ups) {
-			m.upstreams = out
-			m.upstreamIDs = append(m.upstreamIDs[:0], prev.upstreamIDs...)
-			return out
-		}
-	}
-	m.upstreams, m.upstreamIDs = sortUpstreams(ups, m.upstreamIDs, m.upstreams)
-	return m.upstreams
 }
 
 // sortedKeys returns a string-keyed map's keys in order.

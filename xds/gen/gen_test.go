@@ -31,11 +31,11 @@ func TestGenerateRefusesIncompleteSnapshots(t *testing.T) {
 		return &s
 	}
 	brokenChain := func(s *proxycfg.ConfigSnapshot) {
-		u := *s.ConnectProxy.Upstreams["db"]
+		u := *s.ConnectProxy.Upstreams.Get("db")
 		chain := *u.Chain
 		chain.StartNode = "resolver:nowhere"
 		u.Chain = &chain
-		s.ConnectProxy.Upstreams = map[proxycfg.UpstreamID]*proxycfg.UpstreamSnapshot{"db": &u}
+		s.ConnectProxy.Upstreams = proxycfg.NewUpstreams(&u)
 	}
 	cases := []struct {
 		name string
@@ -136,11 +136,11 @@ func TestUnknownUpstreamsAreLeftOut(t *testing.T) {
 	s := *snap
 	cp := *snap.ConnectProxy
 	s.ConnectProxy = &cp
-	cache := *cp.Upstreams["cache"]
+	cache := *cp.Upstreams.Get("cache")
 	cache.Chain = nil
-	db := *cp.Upstreams["db"]
+	db := *cp.Upstreams.Get("db")
 	db.Endpoints = nil
-	cp.Upstreams = map[proxycfg.UpstreamID]*proxycfg.UpstreamSnapshot{"cache": &cache, "db": &db}
+	cp.Upstreams = proxycfg.NewUpstreams(&cache, &db)
 
 	res, err := Generate(&s)
 	if err != nil {

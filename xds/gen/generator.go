@@ -44,13 +44,24 @@ type Generator struct {
 	// spare is the memo before prev, emptied: its storage (not its
 	// contents) is the next generation's, so that a steady state of
 	// generations allocates no bookkeeping. Only the memo's own slices
-	// are recycled, never parts or Resources, which the ADS server holds.
+	// are recycled, never parts or type maps, which the ADS server holds.
 	spare *memo
 }
 
 // Generate returns the resources of snap; see the package function
 // Generate.
 func (g *Generator) Generate(snap *proxycfg.ConfigSnapshot) (Resources, error) {
+	return g.GenerateInto(nil, snap)
+}
+
+// GenerateInto is Generate, with the result written into dst (emptied
+// first) instead of a new Resources when dst is not nil: a caller done
+// with the previous result's outer map passes it back, and an endpoint
+// change then allocates no outer map per proxy. Only the outer map is
+// reused: type maps are never modified once returned (an unchanged type
+// is the previous result's very map). On error, dst's content is
+// unspecified.
+func (g *Generator) GenerateInto(dst Resources, snap *proxycfg.ConfigSnapshot) (Resources, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	m := g.spare
@@ -59,7 +70,7 @@ func (g *Generator) Generate(snap *proxycfg.ConfigSnapshot) (Resources, error) {
 	}
 	g.spare = nil
 	m.prev = g.prev
-	res, err := generate(snap, m, g.Endpoints)
+	res, err := generate(dst, snap, m, g.Endpoints)
 	// Only what this generation used is kept: removed upstreams are
 	// forgotten.
 	m.prev = nil
@@ -139,12 +150,12 @@ type memo struct {
 	// all is the storage of the builder's parts; byParts that of by.
 	all     []*part
 	byParts []*part
-	// upstreamIDs and upstreams are the sidecar's upstreams in ID order
-	// (builder.sortedUpstreams).
-	upstreamIDs []proxycfg.UpstreamID
-	upstreams   []*proxycfg.UpstreamSnapshot
-	res         Resources
-	by          contributors
+	// types are the generation's type maps (resourceTypes order), and by
+	// the parts each was assembled from; assembled says the generation
+	// got that far.
+	types     [len(resourceTypes)]map[string]proto.Message
+	by        contributors
+	assembled bool
 }
 
 // memoPart is a reusable part of a generation, with its ID.
@@ -210,14 +221,10 @@ func (m *memo) reset() {
 	clear(m.parts[:cap(m.parts)])
 	clear(m.all[:cap(m.all)])
 	clear(m.byParts[:cap(m.byParts)])
-	clear(m.upstreamIDs[:cap(m.upstreamIDs)])
-	clear(m.upstreams[:cap(m.upstreams)])
 	*m = memo{
-		parts:       m.parts[:0],
-		all:         m.all[:0],
-		byParts:     m.byParts[:0],
-		upstreamIDs: m.upstreamIDs[:0],
-		upstreams:   m.upstreams[:0],
+		parts:   m.parts[:0],
+		all:     m.all[:0],
+		byParts: m.byParts[:0],
 	}
 }
 

@@ -2,6 +2,8 @@ package gen
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/trellis-mesh/trellis/proxycfg"
@@ -29,7 +31,14 @@ func TestGeneratorRecyclesItsMemo(t *testing.T) {
 
 	// derive copies s with its upstreams and applies edit to them.
 	derive := func(s *proxycfg.ConfigSnapshot, edit func(ups map[proxycfg.UpstreamID]*proxycfg.UpstreamSnapshot)) *proxycfg.ConfigSnapshot {
-		return deriveSnapshot(s, func(_ *proxycfg.ConfigSnapshot, cp *proxycfg.ConnectProxySnapshot) { edit(cp.Upstreams) })
+		return deriveSnapshot(s, func(_ *proxycfg.ConfigSnapshot, cp *proxycfg.ConnectProxySnapshot) {
+			ups := map[proxycfg.UpstreamID]*proxycfg.UpstreamSnapshot{}
+			for _, u := range cp.Upstreams {
+				ups[u.ID] = u
+			}
+			edit(ups)
+			cp.Upstreams = proxycfg.NewUpstreams(slices.Collect(maps.Values(ups))...)
+		})
 	}
 	newEndpoints := func(id proxycfg.UpstreamID, addr string) func(map[proxycfg.UpstreamID]*proxycfg.UpstreamSnapshot) {
 		return func(ups map[proxycfg.UpstreamID]*proxycfg.UpstreamSnapshot) {
@@ -99,8 +108,9 @@ func TestGeneratorRecyclesItsMemo(t *testing.T) {
 			continue
 		}
 		got := generateChecked(t, &g, step.name, step.snap)
-		for id, u := range step.snap.ConnectProxy.Upstreams {
-			if last.snap == nil || last.snap.ConnectProxy.Upstreams[id] == nil {
+		for _, u := range step.snap.ConnectProxy.Upstreams {
+			id := u.ID
+			if last.snap == nil || last.snap.ConnectProxy.Upstreams.Get(id) == nil {
 				continue // new
 			}
 			cluster := string(id) + ".default.dc1.internal." + testTrustDomain
@@ -108,7 +118,7 @@ func TestGeneratorRecyclesItsMemo(t *testing.T) {
 				t.Errorf("%s: cluster %s was rebuilt", step.name, cluster)
 			}
 			sameEDS := got[EndpointType][cluster] == last.res[EndpointType][cluster]
-			if wantSame := id != step.changed && u == last.snap.ConnectProxy.Upstreams[id]; sameEDS != wantSame {
+			if wantSame := id != step.changed && u == last.snap.ConnectProxy.Upstreams.Get(id); sameEDS != wantSame {
 				t.Errorf("%s: endpoint set %s: reused %v, want %v", step.name, cluster, sameEDS, wantSame)
 			}
 		}

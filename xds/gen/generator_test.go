@@ -21,9 +21,9 @@ func TestGeneratorEqualsGenerate(t *testing.T) {
 
 	derive := deriveSnapshot
 	newEndpoints := derive(base, func(_ *proxycfg.ConfigSnapshot, cp *proxycfg.ConnectProxySnapshot) {
-		u := *cp.Upstreams["db"]
+		u := *cp.Upstreams.Get("db")
 		u.Endpoints = map[string]structs.CheckServiceNodes{"db.default.default.dc1": sidecars("db", "dc1", inst{addr: "10.0.1.1"}, inst{addr: "10.0.1.9"})}
-		cp.Upstreams["db"] = &u
+		cp.Upstreams = cp.Upstreams.With(&u)
 	})
 	newLeaf := derive(newEndpoints, func(_ *proxycfg.ConfigSnapshot, cp *proxycfg.ConnectProxySnapshot) {
 		l := *cp.Leaf
@@ -34,7 +34,7 @@ func TestGeneratorEqualsGenerate(t *testing.T) {
 		cp.Intentions = structs.Intentions{intention("api", "web", structs.IntentionActionDeny)}
 	})
 	upstreamGone := derive(newIntentions, func(_ *proxycfg.ConfigSnapshot, cp *proxycfg.ConnectProxySnapshot) {
-		delete(cp.Upstreams, "api")
+		cp.Upstreams = cp.Upstreams.Without("api")
 	})
 	rotated := derive(upstreamGone, func(s *proxycfg.ConfigSnapshot, _ *proxycfg.ConnectProxySnapshot) {
 		r := *s.Roots
@@ -157,7 +157,7 @@ func TestGeneratorsShareEndpointSets(t *testing.T) {
 	// instance slices of a target (proxycfg shares one), so that the
 	// two would take turns as the cache's latest.
 	snapA := deriveSnapshot(benchSnapshot(t), func(_ *proxycfg.ConfigSnapshot, cp *proxycfg.ConnectProxySnapshot) {
-		delete(cp.Upstreams, "admin")
+		cp.Upstreams = cp.Upstreams.Without("admin")
 	})
 	snapB := *snapA
 	svc := *snapA.Service
@@ -217,7 +217,7 @@ func TestGeneratorsShareEndpointSets(t *testing.T) {
 		t.Fatal(err)
 	}
 	fewer := deriveSnapshot(snapA, func(_ *proxycfg.ConfigSnapshot, cp *proxycfg.ConnectProxySnapshot) {
-		delete(cp.Upstreams, "cache")
+		cp.Upstreams = cp.Upstreams.Without("cache")
 	})
 	caughtUp := *newest // another service, the same upstreams
 	caughtUp.Service = &svc
@@ -268,14 +268,52 @@ func generateChecked(t *testing.T, g *Generator, step string, snap *proxycfg.Con
 	return got
 }
 
-// deriveSnapshot copies s, its connect-proxy part and its upstream map
-// (not the upstreams: a test replaces those it changes, as proxycfg does)
-// and applies edit to the copies.
+// deriveSnapshot copies s and its connect-proxy part and applies edit to
+// the copies (which replaces the upstreams it changes, With and Without
+// copying the list, as proxycfg does).
 func deriveSnapshot(s *proxycfg.ConfigSnapshot, edit func(s *proxycfg.ConfigSnapshot, cp *proxycfg.ConnectProxySnapshot)) *proxycfg.ConfigSnapshot {
 	ns := *s
 	cp := *s.ConnectProxy
-	cp.Upstreams = maps.Clone(s.ConnectProxy.Upstreams)
 	ns.ConnectProxy = &cp
 	edit(&ns, &cp)
 	return &ns
+}
+
+// TestGenerateIntoReusesOnlyTheOuterMap: a result handed back to
+// GenerateInto becomes the next result (the very same outer map), equal
+// to what Generate builds, while the type maps it held stay as they were:
+// the ADS server keeps those.
+func TestGenerateIntoReusesOnlyTheOuterMap(t *testing.T) {
+	g := &Generator{Endpoints: &EndpointCache{}}
+	snap := benchSnapshot(t)
+	first, err := g.GenerateInto(nil, snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := maps.Clone(first) // the type maps, as the server holds them
+	contents := map[string]map[string]proto.Message{}
+	for typeURL, m := range first {
+		contents[typeURL] = maps.Clone(m)
+	}
+	for _, next := range []*proxycfg.ConfigSnapshot{withDBEndpoints(snap), snap} {
+		got, err := g.GenerateInto(first, next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if reflect.ValueOf(got).UnsafePointer() != reflect.ValueOf(first).UnsafePointer() {
+			t.Error("the outer map handed back was not reused")
+		}
+		want, err := Generate(next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := equalResources(want, got); err != nil {
+			t.Fatal(err)
+		}
+		for typeURL, m := range held {
+			if !maps.Equal(m, contents[typeURL]) {
+				t.Fatalf("the first result's %s map was modified", typeURL)
+			}
+		}
+	}
 }

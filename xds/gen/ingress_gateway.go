@@ -33,8 +33,8 @@ func (b *builder) ingressGateway() error {
 	if ig.Leaf == nil {
 		return fmt.Errorf("%w: ingress-gateway snapshot without a leaf certificate", ErrInvalidSnapshot)
 	}
-	for _, u := range sortedUpstreams(ig.Upstreams) {
-		if u.Chain == nil {
+	for _, u := range ig.Upstreams {
+		if u == nil || u.Chain == nil {
 			continue
 		}
 		if err := b.addChainClusters(u, ig.Leaf); err != nil {
@@ -98,7 +98,7 @@ func (b *builder) ingressHTTPListener(ig *proxycfg.IngressGatewaySnapshot, l *pr
 		if i >= len(l.Upstreams) || gs == nil {
 			continue
 		}
-		u := ig.Upstreams[l.Upstreams[i]]
+		u := ig.Upstreams.Get(l.Upstreams[i])
 		if u == nil || u.Chain == nil {
 			continue
 		}
@@ -154,7 +154,7 @@ func (b *builder) ingressTCPListener(ig *proxycfg.IngressGatewaySnapshot, l *pro
 	if len(l.Upstreams) == 0 {
 		return nil
 	}
-	u := ig.Upstreams[l.Upstreams[0]] // TCP listeners expose exactly one service
+	u := ig.Upstreams.Get(l.Upstreams[0]) // TCP listeners expose exactly one service
 	if u == nil || u.Chain == nil {
 		return nil
 	}

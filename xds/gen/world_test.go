@@ -363,11 +363,12 @@ func snapshot(t testing.TB, w *world, svc *structs.NodeService, want int) *proxy
 // complete reports what a snapshot still lacks: chains, target endpoints,
 // gateway endpoints, linked services.
 func complete(s *proxycfg.ConfigSnapshot, dc string, want int) error {
-	upstreamsKnown := func(ups map[proxycfg.UpstreamID]*proxycfg.UpstreamSnapshot) error {
+	upstreamsKnown := func(ups proxycfg.Upstreams) error {
 		if len(ups) != want {
 			return fmt.Errorf("%d upstreams, want %d", len(ups), want)
 		}
-		for id, u := range ups {
+		for _, u := range ups {
+			id := u.ID
 			if u.Chain == nil {
 				return fmt.Errorf("upstream %s: no chain", id)
 			}

@@ -102,7 +102,7 @@ func TestManagerDedupOverRealServer(t *testing.T) {
 	}
 	endpoints := func(s *proxycfg.ConfigSnapshot, up string) int {
 		n := 0
-		if u := s.ConnectProxy.Upstreams[proxycfg.UpstreamID(up)]; u != nil {
+		if u := s.ConnectProxy.Upstreams.Get(proxycfg.UpstreamID(up)); u != nil {
 			for _, eps := range u.Endpoints {
 				n += len(eps)
 			}

@@ -63,7 +63,7 @@ func (f *fixture) proxies() int { return f.m.Stats().Proxies }
 // apiEndpoints is the number of endpoints of the snapshot's api upstream
 // (every target together).
 func apiEndpoints(s *proxycfg.ConfigSnapshot) int {
-	up := s.ConnectProxy.Upstreams["api"]
+	up := s.ConnectProxy.Upstreams.Get("api")
 	if up == nil {
 		return -1
 	}
