@@ -6,10 +6,9 @@ import (
 	"unsafe"
 
 	"github.com/cespare/xxhash/v2"
-	"google.golang.org/protobuf/proto"
-
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/trellis-mesh/trellis/internal/latest"
 	"github.com/trellis-mesh/trellis/structs"
