@@ -2,6 +2,7 @@ package xds
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime"
@@ -161,8 +162,18 @@ func (m *memStream) SetHeader(metadata.MD) error  { return nil }
 func (m *memStream) SendHeader(metadata.MD) error { return nil }
 func (m *memStream) SetTrailer(metadata.MD)       {}
 func (m *memStream) Context() context.Context     { return m.ctx }
-func (m *memStream) SendMsg(any) error            { return nil }
-func (m *memStream) RecvMsg(any) error            { return nil }
+func (m *memStream) SendMsg(any) error            { return errors.New("memStream: SendMsg is not used") }
+
+// RecvMsg is Recv into msg: the server reads requests this way, into a
+// message it reuses.
+func (m *memStream) RecvMsg(msg any) error {
+	r, err := m.Recv()
+	if err != nil {
+		return err
+	}
+	proto.Merge(msg.(proto.Message), r)
+	return nil
+}
 
 var _ grpc.BidiStreamingServer[discoveryv3.DeltaDiscoveryRequest, discoveryv3.DeltaDiscoveryResponse] = (*memStream)(nil)
 
@@ -242,7 +253,12 @@ func benchDeltaStreams(b *testing.B, transport string, fresh bool) {
 		open = func(i int) {
 			ms := &memStream{ctx: ctx, reqs: make(chan *discoveryv3.DeltaDiscoveryRequest), resps: make(chan *discoveryv3.DeltaDiscoveryResponse)}
 			wg.Add(2)
-			go func() { defer wg.Done(); _ = srv.DeltaAggregatedResources(ms) }()
+			go func() {
+				defer wg.Done()
+				if err := srv.DeltaAggregatedResources(ms); err != nil && ctx.Err() == nil {
+					b.Errorf("stream %d: %v", i, err)
+				}
+			}()
 			go func() {
 				defer wg.Done()
 				simEnvoy(ctx, fmt.Sprintf("proxy-%d", i),
@@ -304,7 +320,11 @@ func benchDeltaStreams(b *testing.B, transport string, fresh bool) {
 		open(i)
 	}
 	for range benchProxies {
-		<-ready
+		select {
+		case <-ready:
+		case <-time.After(time.Minute):
+			b.Fatal("the streams did not all get their configuration")
+		}
 	}
 	heap1, stack1 := memUsage()
 
