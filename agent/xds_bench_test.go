@@ -58,8 +58,8 @@ const (
 	// for a core.
 	xdsBenchTraceEnv = "TRELLIS_XDSBENCH_TRACE"
 	// xdsBenchChangesEnv names a file for one line per change: its
-	// sequence number, the GC cycles the agent's process started while it
-	// was under way, and its delays' p50, p99 and max in ms. It tells a
+	// sequence number, the GC cycles the agent's process completed while
+	// it was under way, and its delays' p50, p99 and max in ms. It tells a
 	// run's tail apart: a few slow changes (a collection, a stall of the
 	// machine) or every change a little slower.
 	xdsBenchChangesEnv = "TRELLIS_XDSBENCH_CHANGES"
@@ -97,7 +97,8 @@ const (
 // TRELLIS_XDSBENCH_ALLOCPROFILE=<file> (the agent's allocations during the
 // iterations) and TRELLIS_XDSBENCH_TRACE=<file> (an execution trace of the
 // agent during the iterations) and TRELLIS_XDSBENCH_CHANGES=<file> (per
-// change: the agent's GC cycles during it, its delays' p50, p99, max).
+// change: the agent's GC cycles completed during it, its delays' p50,
+// p99, max).
 //
 // Set-up (once per sub-benchmark, not timed): one in-process -dev agent
 // (a server that is its own client agent; CA signing rate limit lifted so
@@ -738,7 +739,7 @@ func (l *changeLog) start() {
 	}
 }
 
-// gcs is the number of GC cycles since start.
+// gcs is the number of GC cycles completed since start.
 func (l *changeLog) gcs() uint64 {
 	if l == nil {
 		return 0
