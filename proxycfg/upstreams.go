@@ -3,7 +3,6 @@ package proxycfg
 import (
 	"context"
 	"reflect"
-	"slices"
 
 	"github.com/trellis-mesh/trellis/structs"
 )
@@ -20,38 +19,20 @@ import (
 // that snapshots can share them. A one-entry endpoint map may even be
 // shared with other proxies (see endpointMaps).
 type upstreamSet struct {
+	// ups is never modified in place (With and Without copy it), so
+	// snapshots share it: those built for other changes (a leaf, the
+	// intentions, the roots) copy nothing.
 	ups Upstreams
-	// handed is set once a snapshot got ups: the next change copies ups
-	// first (copy on write), and snapshots built for other changes (a
-	// leaf, the intentions, the roots) share it instead of copying it.
-	handed bool
-}
-
-// owned returns ups, copied first if a snapshot has it.
-func (u *upstreamSet) owned() Upstreams {
-	if u.handed {
-		u.ups, u.handed = slices.Clone(u.ups), false
-	}
-	return u.ups
 }
 
 // put stores an upstream (a new value, never a modified one).
-func (u *upstreamSet) put(up *UpstreamSnapshot) {
-	ups := u.owned()
-	i, ok := ups.find(up.ID)
-	if ok {
-		ups[i] = up
-		return
-	}
-	u.ups = slices.Insert(ups, i, up)
-}
+func (u *upstreamSet) put(up *UpstreamSnapshot) { u.ups = u.ups.With(up) }
 
 // snapshot returns the upstreams for a new snapshot.
 func (u *upstreamSet) snapshot() Upstreams {
 	if u.ups == nil {
 		u.ups = Upstreams{}
 	}
-	u.handed = true
 	return u.ups
 }
 
@@ -79,27 +60,23 @@ func (u *upstreamSet) set(s *state, id UpstreamID, def *structs.Upstream, cfg *s
 
 // remove drops an upstream and cancels all its watches.
 func (u *upstreamSet) remove(s *state, id UpstreamID) bool {
-	i, ok := u.ups.find(id)
-	if !ok {
+	if u.ups.Get(id) == nil {
 		return false
 	}
 	s.reg.cancelOwner(string(id))
-	u.ups = slices.Delete(u.owned(), i, i+1)
+	u.ups = u.ups.Without(id)
 	return true
 }
 
 // retain removes every upstream keep rejects.
 func (u *upstreamSet) retain(s *state, keep func(UpstreamID) bool) bool {
-	var drop []UpstreamID
-	for _, up := range u.ups {
+	changed := false
+	for _, up := range u.ups { // remove leaves this slice as it is
 		if !keep(up.ID) {
-			drop = append(drop, up.ID)
+			changed = u.remove(s, up.ID) || changed
 		}
 	}
-	for _, id := range drop {
-		u.remove(s, id)
-	}
-	return len(drop) > 0
+	return changed
 }
 
 // handle applies a chain, target or mesh-gateway result; ok is false for
