@@ -2,6 +2,7 @@ package integration
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -16,15 +17,32 @@ const nackText = "Error adding/updating listener(s) public_listener:0.0.0.0:2100
 // suppressWindow is how long a NACKed type must stay silent.
 const suppressWindow = 1500 * time.Millisecond
 
-// ldsResponses counts the listener responses a client received.
-func ldsResponses(c *adsClient) int {
-	n := 0
-	for _, r := range c.responsesSince(0) {
+// ldsResponses returns the listener responses a client received after
+// sequence number seq.
+func ldsResponses(c *adsClient, seq int) []adsResponse {
+	var out []adsResponse
+	for _, r := range c.responsesSince(seq) {
 		if r.TypeURL == ldsType {
-			n++
+			out = append(out, r)
 		}
 	}
-	return n
+	return out
+}
+
+// lastLDSHas reports an error unless the latest listener response among
+// the client's first seq responses holds the listener named name.
+func lastLDSHas(c *adsClient, seq int, name string) error {
+	rs := c.responsesSince(0)
+	for i := min(seq, len(rs)) - 1; i >= 0; i-- {
+		if rs[i].TypeURL != ldsType {
+			continue
+		}
+		if !slices.Contains(rs[i].names(), name) {
+			return fmt.Errorf("latest listener response %v lacks %s", rs[i], name)
+		}
+		return nil
+	}
+	return fmt.Errorf("no listener response yet")
 }
 
 // TestXDSNack: clients that reject listeners (delta and state-of-the-world,
@@ -48,13 +66,22 @@ func TestXDSNack(t *testing.T) {
 	web := m.openStreams("web-sidecar-proxy", policy)
 	apiCluster := m.sni("api")
 
+	upstreamListener := fmt.Sprintf("api:127.0.0.1:%d", apiBindPort)
 	lastNacked := map[*adsClient]string{}
+	// nackedAt is each client's sequence number once the complete listener
+	// set was rejected. Before it, a server may have sent listeners without
+	// the upstream's (its snapshot is valid before the upstream's discovery
+	// chain arrives, as in Consul), which is a change and rightly sent.
+	nackedAt := map[*adsClient]int{}
 	phase(t, "a rejected listener response shows in proxy-status")
 	{
 		for _, c := range web.all() {
 			v := c.waitFor(meshSettleTimeout, "listeners rejected", func(v adsView) error {
-				if v.Acks[ldsType].NackedNonce == "" {
-					return fmt.Errorf("no listener response rejected yet")
+				if v.Acks[ldsType].NackedNonce == "" || v.Acks[ldsType].NackedNonce != v.Acks[ldsType].LastNonce {
+					return fmt.Errorf("latest listener response not rejected yet")
+				}
+				if err := lastLDSHas(c, v.Seq, upstreamListener); err != nil {
+					return err
 				}
 				if n := endpointCount(v, apiCluster); n != 1 {
 					return fmt.Errorf("%d endpoints of %s", n, apiCluster)
@@ -62,6 +89,7 @@ func TestXDSNack(t *testing.T) {
 				return nil
 			})
 			lastNacked[c] = v.Acks[ldsType].NackedVersion
+			nackedAt[c] = v.Seq
 			st := m.waitStatusMatches(m.agentOf(c), c)
 			lds, _ := st.typeStatus(ldsType)
 			if lds.LastNackError != nackText || !lds.Suppressed || lds.LastAckedVersion != "" {
@@ -83,8 +111,8 @@ func TestXDSNack(t *testing.T) {
 		}
 		time.Sleep(suppressWindow)
 		for _, c := range web.all() {
-			if n := ldsResponses(c); n != 1 {
-				t.Errorf("%s: %d listener responses, want the one rejected: %v", c.cfg.Label, n, c.responsesSince(0))
+			if again := ldsResponses(c, nackedAt[c]); len(again) != 0 {
+				t.Errorf("%s: listeners re-sent after the rejection: %v (all responses: %v)", c.cfg.Label, again, c.responsesSince(0))
 			}
 			m.waitStatusMatches(m.agentOf(c), c)
 		}
@@ -141,12 +169,7 @@ func TestXDSNack(t *testing.T) {
 		time.Sleep(suppressWindow)
 		for _, c := range web.all() {
 			v := c.view()
-			var ldsAfter []adsResponse
-			for _, r := range c.responsesSince(before[c].Seq) {
-				if r.TypeURL == ldsType {
-					ldsAfter = append(ldsAfter, r)
-				}
-			}
+			ldsAfter := ldsResponses(c, before[c].Seq)
 			if len(ldsAfter) != 1 {
 				t.Errorf("%s: %d listener responses after the change, want the one rejected: %v", c.cfg.Label, len(ldsAfter), ldsAfter)
 			}
