@@ -15,9 +15,16 @@ func TestClusterReplicatesAndForwards(t *testing.T) {
 	}
 	servers := startTestCluster(t, 3, true)
 
+	// A follower learns the leader from its first heartbeat, which may
+	// come before the log entry holding the configuration: wait for it.
 	for _, ts := range servers {
 		var peers []string
-		rpc(t, ts.srv, structs.MethodStatusPeers, &structs.DCSpecificRequest{}, &peers)
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			rpc(t, ts.srv, structs.MethodStatusPeers, &structs.DCSpecificRequest{}, &peers)
+			if len(peers) == 3 || time.Now().After(deadline) {
+				break
+			}
+		}
 		if len(peers) != 3 {
 			t.Fatalf("%s peers = %v", ts.name, peers)
 		}
