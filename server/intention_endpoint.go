@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-memdb"
 
@@ -38,40 +39,72 @@ const (
 // entry after losing the check-and-set to a concurrent write of it.
 const intentionCASRetries = 10
 
-// intentionApply upserts or deletes one source of the destination's
-// service-intentions entry. It runs on the leader as a read-modify-write
-// guarded by a check-and-set on the entry, retried when another write to
-// the same entry won.
+// intentionApply writes one source of the destination's service-intentions
+// entry: upsert or delete by source and destination, or the legacy
+// create, update and delete by ID (intention_legacy.go), which answer the
+// intention's ID. It runs on the leader as a read-modify-write guarded by a
+// check-and-set on the entry, retried when another write to the same entry
+// won.
 func (s *Server) intentionApply(_ context.Context, args *structs.IntentionRequest, reply *string) error {
 	*reply = ""
-	ixn := args.Intention
+	// The argument may be the caller's own (an in-process RPC): never
+	// modified.
+	ixn := structs.CloneIntention(args.Intention)
 	if ixn == nil {
 		ixn = &structs.Intention{}
 	}
-	switch args.Op {
-	case structs.IntentionOpUpsert, structs.IntentionOpDelete:
-	default:
-		return fmt.Errorf("Invalid Intention operation: %v", args.Op)
-	}
-	if args.Op == structs.IntentionOpUpsert && ixn.ID != "" {
-		return ErrIntentionID
-	}
-	if ixn.SourceName == "" || ixn.DestinationName == "" {
-		return errors.New("SourceName and DestinationName must be set")
-	}
-	for attempt := 0; attempt < intentionCASRetries; attempt++ {
-		req, err := s.intentionChange(args.Op, ixn)
-		if err != nil || req == nil {
-			return err
+	var change func() (*structs.ConfigEntryRequest, error)
+	switch {
+	case args.Op == structs.IntentionOpUpsert:
+		if ixn.ID != "" {
+			return ErrIntentionID
 		}
-		req.WriteRequest = args.WriteRequest
-		resp, err := s.raftApply(structs.ConfigEntryRequestType, req)
+		change = func() (*structs.ConfigEntryRequest, error) { return s.intentionChange(args.Op, ixn) }
+	case args.Op == structs.IntentionOpDelete && ixn.ID == "":
+		change = func() (*structs.ConfigEntryRequest, error) { return s.intentionChange(args.Op, ixn) }
+	case args.Op == structs.IntentionOpCreate:
+		if ixn.ID != "" {
+			return ErrIntentionCreateID
+		}
+		id, err := s.newIntentionID()
 		if err != nil {
 			return err
 		}
-		if ok, _ := resp.(bool); ok {
-			return nil
+		ixn.ID = id
+		now := time.Now().UTC()
+		change = func() (*structs.ConfigEntryRequest, error) { return s.legacyIntentionCreate(ixn, now) }
+	case args.Op == structs.IntentionOpUpdate:
+		now := time.Now().UTC()
+		change = func() (*structs.ConfigEntryRequest, error) { return s.legacyIntentionUpdate(ixn, now) }
+	case args.Op == structs.IntentionOpDelete:
+		change = func() (*structs.ConfigEntryRequest, error) { return s.legacyIntentionDelete(ixn.ID) }
+	default:
+		return fmt.Errorf("Invalid Intention operation: %v", args.Op)
+	}
+	// Only a delete by ID names no services.
+	byID := args.Op == structs.IntentionOpDelete && ixn.ID != ""
+	if !byID && (ixn.SourceName == "" || ixn.DestinationName == "") {
+		return errors.New("SourceName and DestinationName must be set")
+	}
+	for attempt := 0; attempt < intentionCASRetries; attempt++ {
+		req, err := change()
+		if err != nil {
+			return err
 		}
+		if req != nil {
+			req.WriteRequest = args.WriteRequest
+			resp, err := s.raftApply(structs.ConfigEntryRequestType, req)
+			if err != nil {
+				return err
+			}
+			if ok, _ := resp.(bool); !ok {
+				continue
+			}
+		}
+		if args.Op != structs.IntentionOpUpsert {
+			*reply = ixn.ID // the legacy writes' answer, "" for a delete by name
+		}
+		return nil
 	}
 	return fmt.Errorf("intention write for %q lost %d check-and-set races; try again", ixn.DestinationName, intentionCASRetries)
 }
@@ -79,13 +112,9 @@ func (s *Server) intentionApply(_ context.Context, args *structs.IntentionReques
 // intentionChange computes the config entry write that applies the
 // intention change to the current entry, or nil when nothing changes.
 func (s *Server) intentionChange(op structs.IntentionOp, ixn *structs.Intention) (*structs.ConfigEntryRequest, error) {
-	_, raw, err := s.fsm.State().ConfigEntry(nil, structs.ServiceIntentions, ixn.DestinationName)
+	prev, err := s.intentionEntry(ixn.DestinationName)
 	if err != nil {
-		return nil, fmt.Errorf("Intention lookup failed: %w", err)
-	}
-	var prev *structs.ServiceIntentionsConfigEntry
-	if raw != nil {
-		prev = raw.(*structs.ServiceIntentionsConfigEntry)
+		return nil, err
 	}
 	if op == structs.IntentionOpDelete {
 		if prev == nil || prev.FindSource(ixn.SourceName) == nil {
@@ -131,6 +160,19 @@ func (s *Server) intentionChange(op structs.IntentionOp, ixn *structs.Intention)
 	return &structs.ConfigEntryRequest{Op: structs.ConfigEntryUpsertCAS, Entry: next}, nil
 }
 
+// intentionEntry returns the stored service-intentions entry of the
+// destination (not to be modified), or nil.
+func (s *Server) intentionEntry(destination string) (*structs.ServiceIntentionsConfigEntry, error) {
+	_, raw, err := s.fsm.State().ConfigEntry(nil, structs.ServiceIntentions, destination)
+	if err != nil {
+		return nil, fmt.Errorf("Intention lookup failed: %w", err)
+	}
+	if raw == nil {
+		return nil, nil
+	}
+	return raw.(*structs.ServiceIntentionsConfigEntry), nil
+}
+
 func equalStringMaps(a, b map[string]string) bool {
 	if len(a) != len(b) {
 		return false
@@ -143,14 +185,23 @@ func equalStringMaps(a, b map[string]string) bool {
 	return true
 }
 
-// intentionGet reads the intention named by source and destination
-// (blocking); a missing one is ErrIntentionNotFound.
+// intentionGet reads the intention named by its legacy ID or by source and
+// destination (blocking); a missing one is ErrIntentionNotFound.
 func (s *Server) intentionGet(ctx context.Context, args *structs.IntentionQueryRequest, reply *structs.IndexedIntentions) error {
-	if args.Exact == nil {
+	if args.IntentionID == "" && args.Exact == nil {
 		return errors.New("Exact must be specified on args")
 	}
 	return s.blockingQuery(ctx, &args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, st *state.Store) error {
-		idx, ixn, err := st.IntentionGetExact(ws, args.Exact.SourceName, args.Exact.DestinationName)
+		var (
+			idx uint64
+			ixn *structs.Intention
+			err error
+		)
+		if args.IntentionID != "" {
+			idx, _, ixn, err = st.IntentionGetByID(ws, args.IntentionID)
+		} else {
+			idx, ixn, err = st.IntentionGetExact(ws, args.Exact.SourceName, args.Exact.DestinationName)
+		}
 		if err != nil {
 			return err
 		}

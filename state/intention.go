@@ -48,6 +48,25 @@ func (s *Store) IntentionGetExact(ws memdb.WatchSet, source, destination string)
 	return idx, structs.CloneIntention(entry.ToIntention(src)), nil
 }
 
+// IntentionGetByID returns the legacy intention with the given ID (a copy)
+// and the stored entry that holds it (not to be modified), or nils.
+func (s *Store) IntentionGetByID(ws memdb.WatchSet, id string) (uint64, *structs.ServiceIntentionsConfigEntry, *structs.Intention, error) {
+	tx := s.db.Txn(false)
+	defer tx.Abort()
+	entries, err := configEntriesTxn(tx, ws, structs.ServiceIntentions)
+	if err != nil {
+		return 0, nil, nil, err
+	}
+	idx := intentionsIndex(tx)
+	for _, e := range entries {
+		entry := e.(*structs.ServiceIntentionsConfigEntry)
+		if src := entry.FindLegacySource(id); src != nil {
+			return idx, entry, structs.CloneIntention(entry.ToIntention(src)), nil
+		}
+	}
+	return idx, nil, nil, nil
+}
+
 // IntentionMatch returns, for each name in order, the intentions that
 // apply to it as a destination (its own entry and the "*" entry) or as a
 // source (sources named so or "*" in every entry), by precedence.

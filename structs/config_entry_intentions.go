@@ -32,8 +32,11 @@ type SourceIntention struct {
 	Precedence  int
 	Type        IntentionSourceType
 	Description string `json:",omitempty"`
-	// The legacy fields exist so that bodies written by older clients
-	// decode; any value in them is refused on write, as in Consul.
+	// The legacy fields hold what the deprecated ID-based intention API
+	// (POST /v1/connect/intentions, /v1/connect/intentions/<id>) keeps per
+	// intention: its ID, Meta and times. Only that API sets them; a
+	// config-entry write clears LegacyID and the times (turning the source
+	// into a config-entry intention) and refuses LegacyMeta, as Consul's.
 	LegacyID         string            `json:",omitempty" alias:"legacy_id"`
 	LegacyMeta       map[string]string `json:",omitempty" alias:"legacy_meta"`
 	LegacyCreateTime *time.Time        `json:",omitempty" alias:"legacy_create_time"`
@@ -105,8 +108,22 @@ func (e *ServiceIntentionsConfigEntry) GetRaftIndex() *RaftIndex { return &e.Raf
 
 // Normalize implements ConfigEntry: source types default to "consul",
 // methods are uppercased, precedences computed and the sources sorted by
-// precedence (stable, so equal precedences keep their order).
+// precedence (stable, so equal precedences keep their order). Legacy IDs
+// and times are cleared: a config-entry write makes every source a
+// config-entry intention.
 func (e *ServiceIntentionsConfigEntry) Normalize() error {
+	e.normalize(false)
+	return nil
+}
+
+// LegacyNormalize is Normalize for a write of the ID-based intention API:
+// the legacy fields are kept.
+func (e *ServiceIntentionsConfigEntry) LegacyNormalize() error {
+	e.normalize(true)
+	return nil
+}
+
+func (e *ServiceIntentionsConfigEntry) normalize(legacyWrite bool) {
 	e.Kind = ServiceIntentions
 	for _, src := range e.Sources {
 		if src == nil {
@@ -114,6 +131,12 @@ func (e *ServiceIntentionsConfigEntry) Normalize() error {
 		}
 		if src.Type == "" {
 			src.Type = IntentionSourceConsul
+		}
+		if !legacyWrite {
+			// LegacyMeta stays, for Validate to refuse: dropping it
+			// silently would lose the user's data.
+			src.LegacyID = ""
+			src.LegacyCreateTime, src.LegacyUpdateTime = nil, nil
 		}
 		src.Precedence = IntentionPrecedence(src.Name, e.Name)
 		for _, p := range src.Permissions {
@@ -132,7 +155,6 @@ func (e *ServiceIntentionsConfigEntry) Normalize() error {
 		}
 		return a.Precedence > b.Precedence
 	})
-	return nil
 }
 
 // IntentionPrecedence computes Consul's precedence for a source and
@@ -166,6 +188,18 @@ func (e *ServiceIntentionsConfigEntry) HasAnyPermissions() bool {
 
 // Validate implements ConfigEntry with Consul's messages.
 func (e *ServiceIntentionsConfigEntry) Validate() error {
+	return e.validate(false)
+}
+
+// LegacyValidate is Validate for a write of the ID-based intention API:
+// every source must carry a legacy ID and times and an action (no L7
+// permissions), and the entry no Meta of its own (each intention's Meta
+// is its LegacyMeta).
+func (e *ServiceIntentionsConfigEntry) LegacyValidate() error {
+	return e.validate(true)
+}
+
+func (e *ServiceIntentionsConfigEntry) validate(legacyWrite bool) error {
 	if e.Name == "" {
 		return errors.New("Name is required")
 	}
@@ -179,7 +213,11 @@ func (e *ServiceIntentionsConfigEntry) Validate() error {
 			}
 		}
 	}
-	if err := validateConfigEntryMeta(e.Meta); err != nil {
+	if legacyWrite {
+		if len(e.Meta) > 0 {
+			return errors.New("Meta must be omitted for legacy intention writes")
+		}
+	} else if err := validateConfigEntryMeta(e.Meta); err != nil {
 		return err
 	}
 	if len(e.Sources) == 0 {
@@ -208,19 +246,10 @@ func (e *ServiceIntentionsConfigEntry) Validate() error {
 		if len(src.Description) > metaValueMaxLength {
 			return fmt.Errorf("Sources[%d].Description exceeds maximum length %d", i, metaValueMaxLength)
 		}
-		if len(src.LegacyMeta) > 0 {
-			return fmt.Errorf("Sources[%d].LegacyMeta must be omitted", i)
+		if err := src.validateLegacyFields(i, legacyWrite); err != nil {
+			return err
 		}
-		if src.LegacyCreateTime != nil {
-			return fmt.Errorf("Sources[%d].LegacyCreateTime must be omitted", i)
-		}
-		if src.LegacyUpdateTime != nil {
-			return fmt.Errorf("Sources[%d].LegacyUpdateTime must be omitted", i)
-		}
-		if src.LegacyID != "" {
-			return fmt.Errorf("Sources[%d].LegacyID must be omitted", i)
-		}
-		if len(src.Permissions) == 0 {
+		if legacyWrite || len(src.Permissions) == 0 {
 			switch src.Action {
 			case IntentionActionAllow, IntentionActionDeny:
 			default:
@@ -245,6 +274,46 @@ func (e *ServiceIntentionsConfigEntry) Validate() error {
 			return fmt.Errorf("Sources[%d] defines %q more than once", i, src.Name)
 		}
 		seen[src.Name] = true
+	}
+	return nil
+}
+
+// validateLegacyFields checks the legacy fields of source i: all set (and
+// the meta within Consul's limits) on a legacy write, none otherwise.
+func (src *SourceIntention) validateLegacyFields(i int, legacyWrite bool) error {
+	if !legacyWrite {
+		switch {
+		case len(src.LegacyMeta) > 0:
+			return fmt.Errorf("Sources[%d].LegacyMeta must be omitted", i)
+		case src.LegacyCreateTime != nil:
+			return fmt.Errorf("Sources[%d].LegacyCreateTime must be omitted", i)
+		case src.LegacyUpdateTime != nil:
+			return fmt.Errorf("Sources[%d].LegacyUpdateTime must be omitted", i)
+		case src.LegacyID != "":
+			return fmt.Errorf("Sources[%d].LegacyID must be omitted", i)
+		}
+		// An empty LegacyMeta of a source that was a legacy intention.
+		src.LegacyMeta = nil
+		return nil
+	}
+	if len(src.LegacyMeta) > metaMaxKeyPairs {
+		return fmt.Errorf("Sources[%d].Meta exceeds maximum element count %d", i, metaMaxKeyPairs)
+	}
+	for k, v := range src.LegacyMeta {
+		if len(k) > metaKeyMaxLength {
+			return fmt.Errorf("Sources[%d].Meta key %q exceeds maximum length %d", i, k, metaKeyMaxLength)
+		}
+		if len(v) > metaValueMaxLength {
+			return fmt.Errorf("Sources[%d].Meta value for key %q exceeds maximum length %d", i, k, metaValueMaxLength)
+		}
+	}
+	switch {
+	case src.LegacyCreateTime == nil:
+		return fmt.Errorf("Sources[%d].LegacyCreateTime must be set", i)
+	case src.LegacyUpdateTime == nil:
+		return fmt.Errorf("Sources[%d].LegacyUpdateTime must be set", i)
+	case src.LegacyID == "":
+		return fmt.Errorf("Sources[%d].LegacyID must be set", i)
 	}
 	return nil
 }
@@ -338,10 +407,12 @@ func (e *ServiceIntentionsConfigEntry) ToIntentions() Intentions {
 	return out
 }
 
-// ToIntention is the API view of one source of the entry: the entry's Meta
-// and indexes, no ID and no timestamps (config-entry intentions have none).
+// ToIntention is the API view of one source of the entry, with the
+// entry's indexes. A config-entry intention has the entry's Meta, no ID and
+// no times; a legacy one its own ID, Meta and times.
 func (e *ServiceIntentionsConfigEntry) ToIntention(src *SourceIntention) *Intention {
-	return &Intention{
+	ixn := &Intention{
+		ID:              src.LegacyID,
 		Description:     src.Description,
 		SourceNS:        IntentionDefaultNamespace,
 		SourceName:      src.Name,
@@ -354,6 +425,41 @@ func (e *ServiceIntentionsConfigEntry) ToIntention(src *SourceIntention) *Intent
 		Precedence:      src.Precedence,
 		RaftIndex:       e.RaftIndex,
 	}
+	if src.LegacyID != "" {
+		ixn.Meta = src.LegacyMeta
+	}
+	if src.LegacyCreateTime != nil {
+		ixn.CreatedAt = *src.LegacyCreateTime
+	}
+	if src.LegacyUpdateTime != nil {
+		ixn.UpdatedAt = *src.LegacyUpdateTime
+	}
+	return ixn
+}
+
+// FindLegacySource returns the source whose legacy ID is id, or nil (also
+// for "", which no legacy intention has).
+func (e *ServiceIntentionsConfigEntry) FindLegacySource(id string) *SourceIntention {
+	if id == "" {
+		return nil
+	}
+	for _, src := range e.Sources {
+		if src != nil && src.LegacyID == id {
+			return src
+		}
+	}
+	return nil
+}
+
+// LegacyIDsAllSet reports whether every source is a legacy intention: the
+// ID-based API edits an entry only then, as Consul's.
+func (e *ServiceIntentionsConfigEntry) LegacyIDsAllSet() bool {
+	for _, src := range e.Sources {
+		if src != nil && src.LegacyID == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // FindSource returns the source named name, or nil.

@@ -12,11 +12,11 @@ const (
 	MethodConfigEntryGet    = "ConfigEntry.Get"    // *ConfigEntryQuery -> *ConfigEntryResponse
 	MethodConfigEntryList   = "ConfigEntry.List"   // *ConfigEntryQuery -> *IndexedConfigEntries
 
-	// MethodIntentionApply upserts or deletes the intention named by its
-	// source and destination, as a write of the destination's
-	// service-intentions entry.
-	MethodIntentionApply = "Intention.Apply" // *IntentionRequest -> *string (always "")
-	MethodIntentionGet   = "Intention.Get"   // *IntentionQueryRequest (Exact) -> *IndexedIntentions
+	// MethodIntentionApply writes one intention, as a write of the
+	// destination's service-intentions entry: upsert or delete by source
+	// and destination, or the legacy create, update and delete by ID.
+	MethodIntentionApply = "Intention.Apply" // *IntentionRequest -> *string (the ID of a write by ID, else "")
+	MethodIntentionGet   = "Intention.Get"   // *IntentionQueryRequest (IntentionID or Exact) -> *IndexedIntentions
 	MethodIntentionList  = "Intention.List"  // *DCSpecificRequest -> *IndexedIntentions
 	MethodIntentionMatch = "Intention.Match" // *IntentionQueryRequest (Match) -> *IndexedIntentionMatches
 	MethodIntentionCheck = "Intention.Check" // *IntentionQueryRequest (Check) -> *IntentionQueryCheckResponse

@@ -2,7 +2,9 @@ package structs
 
 import (
 	"fmt"
+	"maps"
 	"sort"
+	"time"
 )
 
 // IntentionAction is what an intention (or an L7 permission) does with a
@@ -34,7 +36,8 @@ const (
 
 // Intention is the API view of one source of a service-intentions entry
 // (the shape of /v1/connect/intentions). Intentions stored as config
-// entries have no ID and no creation time; the indexes are the entry's.
+// entries have no ID and zero times; those written through the ID-based
+// API have an ID, their own Meta and times. The indexes are the entry's.
 type Intention struct {
 	ID              string `json:",omitempty"`
 	Description     string `json:",omitempty"`
@@ -47,6 +50,9 @@ type Intention struct {
 	Permissions     []*IntentionPermission `json:",omitempty"`
 	Meta            map[string]string      `json:",omitempty"`
 	Precedence      int
+	// CreatedAt and UpdatedAt are a legacy intention's times (UTC), zero
+	// for a config-entry intention; Consul always shows both.
+	CreatedAt, UpdatedAt time.Time
 	RaftIndex
 }
 
@@ -63,6 +69,20 @@ func (x *Intention) String() string {
 		detail = fmt.Sprintf("%d permissions", n)
 	}
 	return fmt.Sprintf("%s => %s (%s)", x.SourceName, x.DestinationName, detail)
+}
+
+// ToLegacySource converts the API view to the source a legacy intention
+// is stored as, updated at now; CreatedAt is now too unless set.
+func (x *Intention) ToLegacySource(now time.Time) *SourceIntention {
+	src := x.ToSourceIntention()
+	created := x.CreatedAt
+	if created.IsZero() {
+		created = now
+	}
+	src.LegacyID = x.ID
+	src.LegacyMeta = maps.Clone(x.Meta)
+	src.LegacyCreateTime, src.LegacyUpdateTime = &created, &now
+	return src
 }
 
 // ToSourceIntention converts the API view to the source it is stored as.
@@ -100,11 +120,16 @@ func SortIntentions(ixns Intentions) {
 // IntentionOp is an intention write verb.
 type IntentionOp string
 
-// Intention verbs: upsert and delete the intention named by its source and
-// destination (the /v1/connect/intentions/exact endpoint).
+// Intention verbs. Upsert and delete name the intention by its source and
+// destination (the /v1/connect/intentions/exact endpoint); create, update
+// and delete with an ID are the deprecated ID-based API's
+// (/v1/connect/intentions/<id>), which only edits entries whose every
+// source it created.
 const (
 	IntentionOpUpsert IntentionOp = "upsert"
 	IntentionOpDelete IntentionOp = "delete"
+	IntentionOpCreate IntentionOp = "create"
+	IntentionOpUpdate IntentionOp = "update"
 )
 
 // IntentionRequest writes one intention: the argument of Intention.Apply.
@@ -136,12 +161,14 @@ type IntentionQueryCheck struct {
 	SourceType      IntentionSourceType
 }
 
-// IntentionQueryRequest is the argument of Intention.Get (Exact),
-// Intention.Match (Match) and Intention.Check (Check).
+// IntentionQueryRequest is the argument of Intention.Get (IntentionID or
+// Exact), Intention.Match (Match) and Intention.Check (Check).
 type IntentionQueryRequest struct {
-	Exact *IntentionQueryExact
-	Match *IntentionQueryMatch
-	Check *IntentionQueryCheck
+	// IntentionID names a legacy intention by its ID.
+	IntentionID string
+	Exact       *IntentionQueryExact
+	Match       *IntentionQueryMatch
+	Check       *IntentionQueryCheck
 	QueryOptions
 }
 

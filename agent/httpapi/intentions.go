@@ -9,15 +9,106 @@ import (
 	"github.com/trellis-mesh/trellis/structs"
 )
 
-// Intentions: /v1/connect/intentions (list), .../exact (GET, PUT, DELETE
-// by source and destination), .../match and .../check. Intentions are
-// stored as service-intentions config entries; the legacy ID-based API
-// (POST /v1/connect/intentions, /v1/connect/intentions/<id>) is not
-// served.
+// Intentions: /v1/connect/intentions (GET lists, POST creates by ID),
+// .../exact (GET, PUT, DELETE by source and destination), .../match,
+// .../check, and .../<id> (GET, PUT, DELETE: the deprecated ID-based API).
+// Intentions are stored as service-intentions config entries; see
+// server/intention_legacy.go for how ID-based ones are.
 
 // errIntentionNotFound is the server's text for a missing intention, which
 // crosses the RPC API as a string.
 const errIntentionNotFound = "Intention not found"
+
+// intentionCreateResponse is the answer to an ID-based create or update.
+type intentionCreateResponse struct{ ID string }
+
+// intentions serves /v1/connect/intentions: GET lists, POST creates.
+func (s *Server) intentions(w http.ResponseWriter, r *http.Request) (any, error) {
+	if r.Method == http.MethodPost {
+		return s.intentionWriteByID(r, structs.IntentionOpCreate, "")
+	}
+	return s.intentionList(w, r)
+}
+
+// intentionByID serves /v1/connect/intentions/<id>: GET reads, PUT
+// replaces and DELETE deletes the intention with that ID.
+func (s *Server) intentionByID(w http.ResponseWriter, r *http.Request) (any, error) {
+	id := strings.TrimPrefix(r.URL.Path, "/v1/connect/intentions/")
+	switch r.Method {
+	case http.MethodGet:
+		return s.intentionGetByID(w, r, id)
+	case http.MethodPut:
+		return s.intentionWriteByID(r, structs.IntentionOpUpdate, id)
+	default:
+		args := structs.IntentionRequest{Op: structs.IntentionOpDelete, Intention: &structs.Intention{ID: id}}
+		s.parseWrite(r, &args.WriteRequest)
+		var ignored string
+		if err := s.rpc.RPC(r.Context(), structs.MethodIntentionApply, &args, &ignored); err != nil {
+			return nil, err
+		}
+		return true, nil
+	}
+}
+
+// intentionWriteByID creates (op create, no id) or replaces (op update)
+// the intention in the body; it answers {"ID": ...}.
+func (s *Server) intentionWriteByID(r *http.Request, op structs.IntentionOp, id string) (any, error) {
+	args := structs.IntentionRequest{Op: op}
+	s.parseWrite(r, &args.WriteRequest)
+	var ixn structs.Intention
+	if err := decodeRequest(r, &ixn); err != nil {
+		return nil, err
+	}
+	for _, ns := range []struct{ field, value string }{{"SourceNS", ixn.SourceNS}, {"DestinationNS", ixn.DestinationNS}} {
+		if ns.value != "" && ns.value != structs.IntentionDefaultNamespace {
+			return nil, badRequest(fmt.Sprintf("Invalid %s %q: Namespaces are a Consul Enterprise feature", ns.field, ns.value))
+		}
+	}
+	ixn.SourceNS, ixn.DestinationNS = structs.IntentionDefaultNamespace, structs.IntentionDefaultNamespace
+	if op == structs.IntentionOpUpdate {
+		ixn.ID = id // the URL's, whatever the body says
+	}
+	args.Intention = &ixn
+	var reply string
+	if err := s.rpc.RPC(r.Context(), structs.MethodIntentionApply, &args, &reply); err != nil {
+		return nil, err
+	}
+	return intentionCreateResponse{ID: reply}, nil
+}
+
+// intentionGetByID reads one intention by ID: 404 when there is none, 400
+// for an ID that is not a UUID (Consul's answer to one).
+func (s *Server) intentionGetByID(w http.ResponseWriter, r *http.Request, id string) (any, error) {
+	args := structs.IntentionQueryRequest{IntentionID: id}
+	if err := s.parseQuery(r, &args.QueryOptions); err != nil {
+		return nil, err
+	}
+	if err := parseUUID(id); err != nil {
+		return nil, badRequest(fmt.Sprintf("Invalid intention ID %q: %v", id, err))
+	}
+	return s.intentionGetOne(w, r, &args)
+}
+
+// intentionGetOne reads the one intention args names (by ID or by source
+// and destination); a missing one is a 404. Consul ignores ?filter= on
+// these reads.
+func (s *Server) intentionGetOne(w http.ResponseWriter, r *http.Request, args *structs.IntentionQueryRequest) (any, error) {
+	args.Filter = ""
+	var out structs.IndexedIntentions
+	err := s.rpc.RPC(r.Context(), structs.MethodIntentionGet, args, &out)
+	setMeta(w, &out.QueryMeta, &args.QueryOptions)
+	if err != nil {
+		if strings.Contains(err.Error(), errIntentionNotFound) {
+			return nil, &httpError{code: http.StatusNotFound, msg: err.Error()}
+		}
+		return nil, err
+	}
+	if len(out.Intentions) == 0 {
+		w.WriteHeader(http.StatusNotFound)
+		return nil, nil
+	}
+	return out.Intentions[0], nil
+}
 
 // intentionList serves GET /v1/connect/intentions (blocking).
 func (s *Server) intentionList(w http.ResponseWriter, r *http.Request) (any, error) {
@@ -98,23 +189,7 @@ func (s *Server) intentionGetExact(w http.ResponseWriter, r *http.Request) (any,
 		return nil, err
 	}
 	args.Exact = exact
-	// Consul ignores ?filter= on an exact read; the one intention either
-	// exists or is a 404.
-	args.Filter = ""
-	var out structs.IndexedIntentions
-	err = s.rpc.RPC(r.Context(), structs.MethodIntentionGet, &args, &out)
-	setMeta(w, &out.QueryMeta, &args.QueryOptions)
-	if err != nil {
-		if strings.Contains(err.Error(), errIntentionNotFound) {
-			return nil, &httpError{code: http.StatusNotFound, msg: err.Error()}
-		}
-		return nil, err
-	}
-	if len(out.Intentions) == 0 {
-		w.WriteHeader(http.StatusNotFound)
-		return nil, nil
-	}
-	return out.Intentions[0], nil
+	return s.intentionGetOne(w, r, &args)
 }
 
 // intentionPutExact creates or replaces the intention from the body under

@@ -203,8 +203,11 @@ func runIntentionCheck(args []string, env *Env) int {
 
 const intentionDeleteHelp = `
 Usage: trellis intention delete [options] SRC DST
+       trellis intention delete [options] ID
 
-  Delete the intention from SRC to DST. This cannot be reversed.
+  Delete the intention from SRC to DST, or the one with the given ID (an
+  intention created through the deprecated ID-based API). This cannot be
+  reversed.
 
       $ trellis intention delete web db`
 
@@ -215,12 +218,7 @@ func runIntentionDelete(args []string, env *Env) int {
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	switch fs.NArg() {
-	case 2:
-	case 1:
-		fmt.Fprintln(env.Stderr, "Error deleting the intention: intentions have no IDs in Trellis; give the source and destination")
-		return 1
-	default:
+	if fs.NArg() != 1 && fs.NArg() != 2 {
 		fmt.Fprintln(env.Stderr, "command requires exactly 1 or 2 arguments")
 		return 1
 	}
@@ -229,8 +227,11 @@ func runIntentionDelete(args []string, env *Env) int {
 		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
 		return 1
 	}
-	q := withDCQuery(exactQuery(fs.Arg(0), fs.Arg(1)), c)
-	if _, _, err := c.do(context.Background(), request{method: http.MethodDelete, path: "/v1/connect/intentions/exact", query: q}); err != nil {
+	req := request{method: http.MethodDelete, path: "/v1/connect/intentions/" + fs.Arg(0), query: withDCQuery(url.Values{}, c)}
+	if fs.NArg() == 2 {
+		req.path, req.query = "/v1/connect/intentions/exact", withDCQuery(exactQuery(fs.Arg(0), fs.Arg(1)), c)
+	}
+	if _, _, err := c.do(context.Background(), req); err != nil {
 		fmt.Fprintf(env.Stderr, "Error deleting the intention: %s\n", err)
 		return 1
 	}
