@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 func TestConfigCommands(t *testing.T) {
@@ -113,6 +114,32 @@ func TestIntentionCommands(t *testing.T) {
 			routes: map[string]reply{"DELETE /v1/connect/intentions/e4c4bd5e-4b5e-4d2b-9a3c-5f0d2c7e8a11": {status: 500, body: "Cannot delete non-existent intention: 'e4c4bd5e-4b5e-4d2b-9a3c-5f0d2c7e8a11'"}},
 			want:   []sentRequest{{Method: "DELETE", Path: "/v1/connect/intentions/e4c4bd5e-4b5e-4d2b-9a3c-5f0d2c7e8a11"}},
 			code:   1, stderrHas: []string{"Error deleting the intention:", "Cannot delete non-existent intention"}},
+		{name: "get by source and destination", args: []string{"intention", "get", "web", "db"},
+			routes: map[string]reply{"GET /v1/connect/intentions/exact": {body: `{"SourceName":"web","DestinationName":"db","Action":"deny","Description":"no",` +
+				`"Meta":{"b":"2","a":"1"},"CreatedAt":"0001-01-01T00:00:00Z"}`}},
+			want: []sentRequest{{Method: "GET", Path: "/v1/connect/intentions/exact", Query: "destination=db&source=web"}},
+			stdout: "Source:       web\nDestination:  db\nAction:       deny\nDescription:  no\nMeta[a]:      1\nMeta[b]:      2\n" +
+				"Created At:   " + time.Time{}.Local().Format(time.RFC850) + "\n"},
+		{name: "get by ID, with permissions", args: []string{"intention", "get", "e4c4bd5e-4b5e-4d2b-9a3c-5f0d2c7e8a11"},
+			routes: map[string]reply{"GET /v1/connect/intentions/e4c4bd5e-4b5e-4d2b-9a3c-5f0d2c7e8a11": {body: `{"ID":"e4c4bd5e-4b5e-4d2b-9a3c-5f0d2c7e8a11",` +
+				`"SourceName":"web","DestinationName":"api","Permissions":[{"Action":"allow"}],"CreatedAt":"2026-11-30T07:00:00Z"}`}},
+			want: []sentRequest{{Method: "GET", Path: "/v1/connect/intentions/e4c4bd5e-4b5e-4d2b-9a3c-5f0d2c7e8a11"}},
+			stdout: "Source:       web\nDestination:  api\nID:           e4c4bd5e-4b5e-4d2b-9a3c-5f0d2c7e8a11\n" +
+				"Created At:   " + time.Date(2026, 11, 30, 7, 0, 0, 0, time.UTC).Local().Format(time.RFC850) + "\n" +
+				"Permissions:\n[\n  {\n    \"Action\": \"allow\"\n  }\n]\n"},
+		{name: "get missing", args: []string{"intention", "get", "web", "nope"},
+			want: []sentRequest{{Method: "GET", Path: "/v1/connect/intentions/exact", Query: "destination=nope&source=web"}},
+			code: 1, stderrHas: []string{`Intention not found with source "web" and destination "nope"`}},
+		{name: "get without arguments", args: []string{"intention", "get"}, code: 1, stderrHas: []string{"command requires exactly 1 or 2 arguments"}},
+		{name: "match", args: []string{"intention", "match", "db"},
+			routes: map[string]reply{"GET /v1/connect/intentions/match": {body: `{"db":` + list + `}`}},
+			want:   []sentRequest{{Method: "GET", Path: "/v1/connect/intentions/match", Query: "by=destination&name=db"}},
+			stdout: "web => db (deny)\n* => db (allow)\nfe => api (2 permissions)\n"},
+		{name: "match by source", args: []string{"intention", "match", "-source", "web"},
+			routes: map[string]reply{"GET /v1/connect/intentions/match": {body: `{"web":[]}`}},
+			want:   []sentRequest{{Method: "GET", Path: "/v1/connect/intentions/match", Query: "by=source&name=web"}}},
+		{name: "match both ways", args: []string{"intention", "match", "-source", "-destination", "web"}, code: 1,
+			stderrHas: []string{"Error: only one of -source or -destination may be specified"}},
 		{name: "list", args: []string{"intention", "list"},
 			routes: map[string]reply{"GET /v1/connect/intentions": {body: list}},
 			want:   []sentRequest{{Method: "GET", Path: "/v1/connect/intentions"}},

@@ -9,10 +9,11 @@ import (
 	"strings"
 )
 
-// The intention commands: intention create|check|delete|list, with
-// Consul's flags, output and exit codes. Intentions are addressed by
-// source and destination (the exact API); legacy intention IDs do not
-// exist in Trellis.
+// The intention commands: intention create|check|delete|list (and get and
+// match, intention_read.go), with Consul's flags, output and exit codes.
+// Intentions are addressed by source and destination (the exact API);
+// delete and get also take the ID of an intention created through the
+// deprecated ID-based API.
 
 // intentionJSON is an intention as /v1/connect/intentions returns it and
 // as `intention create -file` reads it.
@@ -212,31 +213,55 @@ Usage: trellis intention delete [options] SRC DST
       $ trellis intention delete web db`
 
 func runIntentionDelete(args []string, env *Env) int {
-	var hf httpFlags
-	fs := newFlagSet("intention delete", intentionDeleteHelp, env.Stderr)
-	hf.register(fs, true)
-	if code, ok := parseFlags(fs, args); !ok {
+	c, ref, code, ok := parseIntentionRef("intention delete", intentionDeleteHelp, args, env)
+	if !ok {
 		return code
 	}
-	if fs.NArg() != 1 && fs.NArg() != 2 {
-		fmt.Fprintln(env.Stderr, "command requires exactly 1 or 2 arguments")
-		return 1
-	}
-	c, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
-		return 1
-	}
-	req := request{method: http.MethodDelete, path: "/v1/connect/intentions/" + fs.Arg(0), query: withDCQuery(url.Values{}, c)}
-	if fs.NArg() == 2 {
-		req.path, req.query = "/v1/connect/intentions/exact", withDCQuery(exactQuery(fs.Arg(0), fs.Arg(1)), c)
-	}
+	req := request{method: http.MethodDelete, path: ref.path, query: withDCQuery(ref.query, c)}
 	if _, _, err := c.do(context.Background(), req); err != nil {
 		fmt.Fprintf(env.Stderr, "Error deleting the intention: %s\n", err)
 		return 1
 	}
 	fmt.Fprintln(env.Stdout, "Intention deleted.")
 	return 0
+}
+
+// intentionRef is the intention a get or delete names: by ID (one
+// argument) or by source and destination (two).
+type intentionRef struct {
+	path  string
+	query url.Values
+	// missing is Consul's message when there is no such intention.
+	missing string
+}
+
+// parseIntentionRef parses the flags and arguments of a command that takes
+// SRC DST or ID and connects to the agent; when !ok, the command exits
+// with code.
+func parseIntentionRef(name, help string, args []string, env *Env) (c *apiClient, ref intentionRef, code int, ok bool) {
+	var hf httpFlags
+	fs := newFlagSet(name, help, env.Stderr)
+	hf.register(fs, true)
+	if code, ok := parseFlags(fs, args); !ok {
+		return nil, ref, code, false
+	}
+	switch fs.NArg() {
+	case 1:
+		ref = intentionRef{path: "/v1/connect/intentions/" + fs.Arg(0), query: url.Values{},
+			missing: fmt.Sprintf("Intention not found with ID %q", fs.Arg(0))}
+	case 2:
+		ref = intentionRef{path: "/v1/connect/intentions/exact", query: exactQuery(fs.Arg(0), fs.Arg(1)),
+			missing: fmt.Sprintf("Intention not found with source %q and destination %q", fs.Arg(0), fs.Arg(1))}
+	default:
+		fmt.Fprintln(env.Stderr, "command requires exactly 1 or 2 arguments")
+		return nil, ref, 1, false
+	}
+	c, err := hf.client(env)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
+		return nil, ref, 1, false
+	}
+	return c, ref, 0, true
 }
 
 const intentionListHelp = `
