@@ -1,6 +1,7 @@
 package structs
 
 import (
+	"encoding/json"
 	"fmt"
 	"maps"
 	"sort"
@@ -51,7 +52,7 @@ type Intention struct {
 	Meta            map[string]string      `json:",omitempty"`
 	Precedence      int
 	// CreatedAt and UpdatedAt are a legacy intention's times (UTC), zero
-	// for a config-entry intention; Consul always shows both.
+	// (and left out of the JSON) for a config-entry intention.
 	CreatedAt, UpdatedAt time.Time
 	RaftIndex
 }
@@ -69,6 +70,24 @@ func (x *Intention) String() string {
 		detail = fmt.Sprintf("%d permissions", n)
 	}
 	return fmt.Sprintf("%s => %s (%s)", x.SourceName, x.DestinationName, detail)
+}
+
+// MarshalJSON leaves out zero CreatedAt and UpdatedAt, as Consul does: an
+// intention stored as a config-entry source has neither field.
+func (x Intention) MarshalJSON() ([]byte, error) {
+	type plain Intention // without this method
+	out := struct {
+		plain
+		CreatedAt *time.Time `json:",omitempty"`
+		UpdatedAt *time.Time `json:",omitempty"`
+	}{plain: plain(x)}
+	if !x.CreatedAt.IsZero() {
+		out.CreatedAt = &x.CreatedAt
+	}
+	if !x.UpdatedAt.IsZero() {
+		out.UpdatedAt = &x.UpdatedAt
+	}
+	return json.Marshal(out)
 }
 
 // ToLegacySource converts the API view to the source a legacy intention

@@ -139,7 +139,7 @@ func TestIntentionEndpoints(t *testing.T) {
 				f.replies[structs.MethodIntentionGet] = structs.IndexedIntentions{Intentions: structs.Intentions{ixn}, QueryMeta: meta(2)}
 			},
 			wantCode: 200, wantJSON: true,
-			wantBody: `{"SourceNS":"default","SourceName":"web","DestinationNS":"default","DestinationName":"db","SourceType":"consul","Action":"allow","Precedence":9,"CreatedAt":"0001-01-01T00:00:00Z","UpdatedAt":"0001-01-01T00:00:00Z","CreateIndex":2,"ModifyIndex":2}`,
+			wantBody: `{"SourceNS":"default","SourceName":"web","DestinationNS":"default","DestinationName":"db","SourceType":"consul","Action":"allow","Precedence":9,"CreateIndex":2,"ModifyIndex":2}`,
 			wantCalls: []rpcCall{{structs.MethodIntentionGet, structs.IntentionQueryRequest{
 				Exact: &structs.IntentionQueryExact{SourceName: "web", DestinationName: "db"}, QueryOptions: qo()}}},
 		},
@@ -188,7 +188,7 @@ func TestIntentionEndpoints(t *testing.T) {
 				f.replies[structs.MethodIntentionMatch] = structs.IndexedIntentionMatches{Matches: []structs.Intentions{{ixn}, nil}, QueryMeta: meta(2)}
 			},
 			wantCode: 200, wantJSON: true,
-			wantBody: `{"db":[{"SourceNS":"default","SourceName":"web","DestinationNS":"default","DestinationName":"db","SourceType":"consul","Action":"allow","Precedence":9,"CreatedAt":"0001-01-01T00:00:00Z","UpdatedAt":"0001-01-01T00:00:00Z","CreateIndex":2,"ModifyIndex":2}],"x":[]}`,
+			wantBody: `{"db":[{"SourceNS":"default","SourceName":"web","DestinationNS":"default","DestinationName":"db","SourceType":"consul","Action":"allow","Precedence":9,"CreateIndex":2,"ModifyIndex":2}],"x":[]}`,
 			wantCalls: []rpcCall{{structs.MethodIntentionMatch, structs.IntentionQueryRequest{
 				Match: &structs.IntentionQueryMatch{Type: "destination", Names: []string{"db", "x"}}, QueryOptions: qo()}}},
 		},
