@@ -120,6 +120,14 @@ func (s *Server) catalogDeregister(w http.ResponseWriter, r *http.Request) (any,
 	return true, nil
 }
 
+// catalogDatacenters serves GET /v1/catalog/datacenters: the known
+// datacenters, nearest first. Trellis joins no WAN pool, so the only one
+// is the agent's own (the datacenter of its servers), which needs no RPC;
+// like Consul's, the read is neither blocking nor indexed.
+func (s *Server) catalogDatacenters(http.ResponseWriter, *http.Request) (any, error) {
+	return []string{s.dc}, nil
+}
+
 // catalogNodes handles GET /v1/catalog/nodes.
 func (s *Server) catalogNodes(w http.ResponseWriter, r *http.Request) (any, error) {
 	args := structs.DCSpecificRequest{NodeMetaFilters: parseMetaFilter(r)}

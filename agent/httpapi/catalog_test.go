@@ -107,6 +107,10 @@ func TestCatalogReads(t *testing.T) {
 	}
 	runCases(t, []apiCase{
 		{
+			name: "datacenters: the agent's own, no RPC, no index", path: "/v1/catalog/datacenters",
+			wantCode: 200, wantBody: `["dc1"]`, wantHeaders: map[string]string{"X-Consul-Index": ""},
+		},
+		{
 			name: "nodes", path: "/v1/catalog/nodes",
 			setup: func(f *fakeRPC, _ *Config) {
 				f.replies[structs.MethodCatalogListNodes] = structs.IndexedNodes{

@@ -357,6 +357,9 @@ func TestOfficialClient(t *testing.T) {
 		if err != nil {
 			t.Fatalf("Register: %v", err)
 		}
+		if dcs, err := client.Catalog().Datacenters(); err != nil || len(dcs) != 1 || dcs[0] != testDC {
+			t.Fatalf("Datacenters = %v, %v", dcs, err)
+		}
 		services, _, err := client.Catalog().Services(nil)
 		if err != nil || len(services["web"]) != 1 {
 			t.Fatalf("Services = %v, %v", services, err)

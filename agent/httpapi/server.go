@@ -175,6 +175,7 @@ func (s *Server) routes() *http.ServeMux {
 
 	handle("/v1/catalog/register", put, s.catalogRegister)
 	handle("/v1/catalog/deregister", put, s.catalogDeregister)
+	handle("/v1/catalog/datacenters", get, s.catalogDatacenters)
 	handle("/v1/catalog/nodes", get, s.catalogNodes)
 	handle("/v1/catalog/services", get, s.catalogServices)
 	handle("/v1/catalog/service/", get, s.catalogServiceNodes)

@@ -10,6 +10,41 @@ import (
 	"text/tabwriter"
 )
 
+const catalogDatacentersHelp = `
+Usage: trellis catalog datacenters [options]
+
+  Lists the known datacenters, nearest first, one per line (with no WAN
+  federation, the agent's own).`
+
+func runCatalogDatacenters(args []string, env *Env) int {
+	var hf httpFlags
+	fs := newFlagSet("catalog datacenters", catalogDatacentersHelp, env.Stderr)
+	hf.register(fs, false)
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	if n := len(fs.Args()); n > 0 {
+		fmt.Fprintf(env.Stderr, "Too many arguments (expected 0, got %d)\n", n)
+		return 1
+	}
+	c, err := hf.client(env)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
+		return 1
+	}
+	var dcs []string
+	if err := c.getJSON(context.Background(), "/v1/catalog/datacenters", nil, false, &dcs); err != nil {
+		fmt.Fprintf(env.Stderr, "Error listing datacenters: %s\n", err)
+		return 1
+	}
+	if len(dcs) == 0 {
+		fmt.Fprintln(env.Stderr, "No datacenters found")
+		return 1
+	}
+	fmt.Fprintln(env.Stdout, strings.Join(dcs, "\n"))
+	return 0
+}
+
 const catalogServicesHelp = `
 Usage: trellis catalog services [options]
 

@@ -64,6 +64,7 @@ func commands() map[string]command {
 	return map[string]command{
 		"agent":                    {"Runs a Trellis agent", runAgent},
 		"catalog":                  {"Interact with the catalog", nil},
+		"catalog datacenters":      {"Lists all known datacenters", runCatalogDatacenters},
 		"catalog nodes":            {"Lists all nodes in the given datacenter", runCatalogNodes},
 		"catalog services":         {"Lists all registered services in a datacenter", runCatalogServices},
 		"config":                   {"Interact with Consul's Centralized Configurations", nil},

@@ -192,6 +192,13 @@ func TestCatalog(t *testing.T) {
 	nodes := `[{"ID":"aaaa1111-2222-3333-4444-555555555555","Node":"n1","Address":"127.0.0.1","Datacenter":"dc1","TaggedAddresses":{"lan":"127.0.0.1","wan":"127.0.0.1"},"Meta":{"b":"2","a":"1"}},
 	           {"ID":"bbbb2222-2222-3333-4444-555555555555","Node":"node-two","Address":"10.0.0.2","Datacenter":"dc1"}]`
 	runCases(t, []cliCase{
+		{name: "datacenters", args: []string{"catalog", "datacenters"},
+			routes: map[string]reply{"GET /v1/catalog/datacenters": {body: `["dc1","dc2"]`}},
+			want:   []sentRequest{{Method: "GET", Path: "/v1/catalog/datacenters"}}, stdout: "dc1\ndc2\n"},
+		{name: "datacenters none", args: []string{"catalog", "datacenters"},
+			routes: map[string]reply{"GET /v1/catalog/datacenters": {body: `[]`}},
+			want:   []sentRequest{{Method: "GET", Path: "/v1/catalog/datacenters"}}, code: 1, stderrHas: []string{"No datacenters found"}},
+		{name: "datacenters with an argument", args: []string{"catalog", "datacenters", "x"}, code: 1, stderrHas: []string{"Too many arguments (expected 0, got 1)"}},
 		{name: "services", args: []string{"catalog", "services"},
 			routes: map[string]reply{"GET /v1/catalog/services": {body: `{"web":["b","a"],"consul":[]}`}},
 			want:   []sentRequest{{Method: "GET", Path: "/v1/catalog/services"}}, stdout: "consul\nweb\n"},
