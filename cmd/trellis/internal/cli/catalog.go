@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"net/url"
 	"sort"
@@ -20,17 +21,9 @@ func runCatalogDatacenters(args []string, env *Env) int {
 	var hf httpFlags
 	fs := newFlagSet("catalog datacenters", catalogDatacentersHelp, env.Stderr)
 	hf.register(fs, false)
-	if code, ok := parseFlags(fs, args); !ok {
+	c, code, ok := catalogClient(fs, &hf, args, env)
+	if !ok {
 		return code
-	}
-	if n := len(fs.Args()); n > 0 {
-		fmt.Fprintf(env.Stderr, "Too many arguments (expected 0, got %d)\n", n)
-		return 1
-	}
-	c, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
-		return 1
 	}
 	var dcs []string
 	if err := c.getJSON(context.Background(), "/v1/catalog/datacenters", nil, false, &dcs); err != nil {
@@ -43,6 +36,25 @@ func runCatalogDatacenters(args []string, env *Env) int {
 	}
 	fmt.Fprintln(env.Stdout, strings.Join(dcs, "\n"))
 	return 0
+}
+
+// catalogClient parses a catalog command's flags, which take no
+// arguments, and connects to the agent; when !ok the command exits with
+// code.
+func catalogClient(fs *flag.FlagSet, hf *httpFlags, args []string, env *Env) (c *apiClient, code int, ok bool) {
+	if code, ok := parseFlags(fs, args); !ok {
+		return nil, code, false
+	}
+	if n := len(fs.Args()); n > 0 {
+		fmt.Fprintf(env.Stderr, "Too many arguments (expected 0, got %d)\n", n)
+		return nil, 1, false
+	}
+	c, err := hf.client(env)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
+		return nil, 1, false
+	}
+	return c, 0, true
 }
 
 const catalogServicesHelp = `
@@ -61,17 +73,9 @@ func runCatalogServices(args []string, env *Env) int {
 	fs.StringVar(&node, "node", "", "Node `id or name` for which to list services.")
 	fs.Var(&nodeMeta, "node-meta", "Only services on nodes with this `key=value` metadata. Can be specified multiple times.")
 	hf.register(fs, true)
-	if code, ok := parseFlags(fs, args); !ok {
+	c, code, ok := catalogClient(fs, &hf, args, env)
+	if !ok {
 		return code
-	}
-	if n := len(fs.Args()); n > 0 {
-		fmt.Fprintf(env.Stderr, "Too many arguments (expected 0, got %d)\n", n)
-		return 1
-	}
-	c, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
-		return 1
 	}
 	q := nodeMetaQuery(nodeMeta)
 	ctx := context.Background()
@@ -166,17 +170,9 @@ func runCatalogNodes(args []string, env *Env) int {
 	fs.StringVar(&filter, "filter", "", "Filter expression to use with the request.")
 	fs.Var(&nodeMeta, "node-meta", "Only nodes with this `key=value` metadata. Can be specified multiple times.")
 	hf.register(fs, true)
-	if code, ok := parseFlags(fs, args); !ok {
+	c, code, ok := catalogClient(fs, &hf, args, env)
+	if !ok {
 		return code
-	}
-	if n := len(fs.Args()); n > 0 {
-		fmt.Fprintf(env.Stderr, "Too many arguments (expected 0, got %d)\n", n)
-		return 1
-	}
-	c, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
-		return 1
 	}
 	q := nodeMetaQuery(nodeMeta)
 	if near != "" {
