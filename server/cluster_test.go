@@ -3,8 +3,11 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/serf/serf"
 
 	"github.com/trellis-mesh/trellis/structs"
 )
@@ -248,5 +251,75 @@ func TestUnknownDatacenterAndFilter(t *testing.T) {
 	err = s.RPC(context.Background(), "Nope.Nothing", &structs.DCSpecificRequest{}, &out)
 	if err == nil {
 		t.Fatal("unknown method accepted")
+	}
+}
+
+// TestRaftRemovePeer: a server that is gone for good is removed from the
+// Raft configuration by address (through a follower, forwarded to the
+// leader), and the two left keep a leader and take writes; a peer that is
+// not in the configuration, or a request naming none or both, is refused
+// with Consul's texts.
+func TestRaftRemovePeer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a 3-server cluster")
+	}
+	servers := startTestCluster(t, 3, false)
+	leader := waitForLeader(t, servers, 30*time.Second)
+	var gone, follower *testServer
+	for _, ts := range servers {
+		switch {
+		case ts == leader:
+		case gone == nil:
+			gone = ts
+		default:
+			follower = ts
+		}
+	}
+	goneAddr := gone.srv.cfg.Advertise.String()
+	gone.stop(t)
+	// Until gossip marks it failed, the leader's reconcile would add an
+	// alive server straight back (as Consul's does).
+	deadline := time.Now().Add(30 * time.Second)
+	for failed := false; !failed; time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("gossip never marked %s failed", gone.name)
+		}
+		for _, m := range leader.gossip.Members() {
+			failed = failed || m.Name == gone.name && m.Status == serf.StatusFailed
+		}
+	}
+
+	remove := func(args structs.RaftRemovePeerRequest) error {
+		return rpcErr(follower.srv, structs.MethodOperatorRaftRemovePeer, &args, &struct{}{})
+	}
+	if err := remove(structs.RaftRemovePeerRequest{Address: goneAddr}); err != nil {
+		t.Fatalf("remove %s: %v", goneAddr, err)
+	}
+	for _, ts := range []*testServer{leader, follower} {
+		var peers []string
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			rpc(t, ts.srv, structs.MethodStatusPeers, &structs.DCSpecificRequest{}, &peers)
+			if len(peers) == 2 || time.Now().After(deadline) {
+				break
+			}
+		}
+		if len(peers) != 2 || slices.Contains(peers, goneAddr) {
+			t.Fatalf("%s peers after removing %s: %v", ts.name, goneAddr, peers)
+		}
+	}
+	kvPut(t, follower.srv, "after-removal", "ok")
+
+	for _, tc := range []struct {
+		args structs.RaftRemovePeerRequest
+		want string
+	}{
+		{structs.RaftRemovePeerRequest{Address: goneAddr}, fmt.Sprintf("address %q was not found in the Raft configuration", goneAddr)},
+		{structs.RaftRemovePeerRequest{ID: "no-such-id"}, `id "no-such-id" was not found in the Raft configuration`},
+		{structs.RaftRemovePeerRequest{}, ErrRemovePeerTarget.Error()},
+		{structs.RaftRemovePeerRequest{ID: leader.id, Address: goneAddr}, ErrRemovePeerTarget.Error()},
+	} {
+		if err := remove(tc.args); err == nil || err.Error() != tc.want {
+			t.Errorf("remove %+v: %v, want %q", tc.args, err, tc.want)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/hashicorp/raft"
@@ -9,6 +10,10 @@ import (
 	"github.com/trellis-mesh/trellis/gossip"
 	"github.com/trellis-mesh/trellis/structs"
 )
+
+// ErrRemovePeerTarget refuses a peer removal that names no server, or one
+// by both address and ID.
+var ErrRemovePeerTarget = errors.New("Must specify exactly one of the peer's ID or address")
 
 func (s *Server) statusLeader(_ context.Context, _ *structs.DCSpecificRequest, reply *string) error {
 	*reply = s.LeaderAddr()
@@ -58,15 +63,32 @@ func (s *Server) operatorRaftConfig(_ context.Context, _ *structs.DCSpecificRequ
 	return nil
 }
 
+// operatorRaftRemovePeer removes the server with the given address or ID
+// (exactly one) from the Raft configuration, on the leader: what an
+// operator does for a server that will not come back. A peer that is not
+// in the configuration is an error with Consul's text (the operator likely
+// mistyped it). A server Serf still knows as alive is added back by the
+// next reconcile, as in Consul.
 func (s *Server) operatorRaftRemovePeer(_ context.Context, args *structs.RaftRemovePeerRequest, _ *struct{}) error {
+	if (args.ID == "") == (args.Address == "") {
+		return ErrRemovePeerTarget
+	}
 	f := s.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
 		return err
 	}
 	for _, srv := range f.Configuration().Servers {
 		if (args.ID != "" && string(srv.ID) == args.ID) || (args.Address != "" && string(srv.Address) == args.Address) {
-			return s.raft.RemoveServer(srv.ID, 0, 0).Error()
+			if err := s.raft.RemoveServer(srv.ID, 0, 0).Error(); err != nil {
+				s.logger.Warn("failed to remove Raft peer", "peer", srv.Address, "id", srv.ID, "error", err)
+				return err
+			}
+			s.logger.Warn("removed Raft peer", "peer", srv.Address, "id", srv.ID)
+			return nil
 		}
 	}
-	return fmt.Errorf("no raft peer with address %q or ID %q", args.Address, args.ID)
+	if args.ID != "" {
+		return fmt.Errorf("id %q was not found in the Raft configuration", args.ID)
+	}
+	return fmt.Errorf("address %q was not found in the Raft configuration", args.Address)
 }

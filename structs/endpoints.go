@@ -33,9 +33,11 @@ const (
 	MethodSessionRenew = "Session.Renew" // *SessionSpecificRequest -> *IndexedSessions
 
 	// Cluster status.
-	MethodStatusLeader           = "Status.Leader"                    // *DCSpecificRequest -> *string ("ip:port" or "")
-	MethodStatusPeers            = "Status.Peers"                     // *DCSpecificRequest -> *[]string
-	MethodOperatorRaftConfig     = "Operator.RaftGetConfiguration"    // *DCSpecificRequest -> *RaftConfigurationResponse
+	MethodStatusLeader       = "Status.Leader"                 // *DCSpecificRequest -> *string ("ip:port" or "")
+	MethodStatusPeers        = "Status.Peers"                  // *DCSpecificRequest -> *[]string
+	MethodOperatorRaftConfig = "Operator.RaftGetConfiguration" // *DCSpecificRequest -> *RaftConfigurationResponse
+	// MethodOperatorRaftRemovePeer removes a server from the Raft
+	// configuration by Address or ID (exactly one).
 	MethodOperatorRaftRemovePeer = "Operator.RaftRemovePeerByAddress" // *RaftRemovePeerRequest -> *struct{}
 )
 

@@ -203,6 +203,7 @@ func (s *Server) routes() *http.ServeMux {
 	handle("/v1/status/leader", get, s.statusLeader)
 	handle("/v1/status/peers", get, s.statusPeers)
 	handle("/v1/operator/raft/configuration", get, s.operatorRaftConfiguration)
+	handle("/v1/operator/raft/peer", []string{http.MethodDelete}, s.operatorRaftPeer)
 
 	handle("/v1/connect/ca/roots", get, s.connectCARoots)
 	handle("/v1/connect/ca/configuration", []string{http.MethodGet, http.MethodPut}, s.connectCAConfiguration)

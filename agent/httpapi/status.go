@@ -35,6 +35,28 @@ func (s *Server) statusPeers(w http.ResponseWriter, r *http.Request) (any, error
 }
 
 // operatorRaftConfiguration handles GET /v1/operator/raft/configuration.
+// operatorRaftPeer serves DELETE /v1/operator/raft/peer?address=|?id=:
+// removes a server from the Raft configuration, with Consul's 400s for
+// naming none or both.
+func (s *Server) operatorRaftPeer(_ http.ResponseWriter, r *http.Request) (any, error) {
+	var args structs.RaftRemovePeerRequest
+	s.parseWrite(r, &args.WriteRequest)
+	q := r.URL.Query()
+	_, hasID := q["id"]
+	_, hasAddress := q["address"]
+	switch {
+	case !hasID && !hasAddress:
+		return nil, badRequest("Must specify either ?id with the server's ID or ?address with IP:port of peer to remove")
+	case hasID && hasAddress:
+		return nil, badRequest("Must specify only one of ?id or ?address")
+	}
+	args.ID, args.Address = q.Get("id"), q.Get("address")
+	if err := s.rpc.RPC(r.Context(), structs.MethodOperatorRaftRemovePeer, &args, &struct{}{}); err != nil {
+		return nil, err
+	}
+	return nil, nil
+}
+
 func (s *Server) operatorRaftConfiguration(w http.ResponseWriter, r *http.Request) (any, error) {
 	var args structs.DCSpecificRequest
 	if err := s.parseQuery(r, &args.QueryOptions); err != nil {

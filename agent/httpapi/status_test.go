@@ -50,6 +50,21 @@ func TestStatusAndOperator(t *testing.T) {
 			wantCalls: dcReq(structs.MethodOperatorRaftConfig, qo()),
 		},
 		{name: "PUT on status is 405", method: http.MethodPut, path: "/v1/status/leader", wantCode: 405, wantBody: "method PUT not allowed"},
+		{name: "remove peer by address", method: http.MethodDelete, path: "/v1/operator/raft/peer?address=127.0.0.2:8300&dc=dc2",
+			wantCode: 200, wantBody: "",
+			wantCalls: []rpcCall{{structs.MethodOperatorRaftRemovePeer, structs.RaftRemovePeerRequest{Address: "127.0.0.2:8300", WriteRequest: structs.WriteRequest{Datacenter: "dc2"}}}}},
+		{name: "remove peer by id", method: http.MethodDelete, path: "/v1/operator/raft/peer?id=id2", wantCode: 200,
+			wantCalls: []rpcCall{{structs.MethodOperatorRaftRemovePeer, structs.RaftRemovePeerRequest{ID: "id2", WriteRequest: wr()}}}},
+		{name: "remove peer, unknown", method: http.MethodDelete, path: "/v1/operator/raft/peer?id=nope",
+			setup: func(f *fakeRPC, _ *Config) {
+				f.errs[structs.MethodOperatorRaftRemovePeer] = structs.ErrorFromString(`id "nope" was not found in the Raft configuration`)
+			},
+			wantCode: 500, wantBody: `id "nope" was not found in the Raft configuration`, anyCalls: true},
+		{name: "remove peer names none", method: http.MethodDelete, path: "/v1/operator/raft/peer", wantCode: 400,
+			wantBody: "Must specify either ?id with the server's ID or ?address with IP:port of peer to remove"},
+		{name: "remove peer names both", method: http.MethodDelete, path: "/v1/operator/raft/peer?id=a&address=b", wantCode: 400,
+			wantBody: "Must specify only one of ?id or ?address"},
+		{name: "GET on remove peer is 405", path: "/v1/operator/raft/peer?id=a", wantCode: 405, wantBody: "method GET not allowed"},
 	})
 }
 

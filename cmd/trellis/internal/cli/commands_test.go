@@ -260,6 +260,27 @@ func TestRaftListPeers(t *testing.T) {
 	})
 }
 
+func TestRaftRemovePeer(t *testing.T) {
+	del := func(query string) []sentRequest {
+		return []sentRequest{{Method: "DELETE", Path: "/v1/operator/raft/peer", Query: query}}
+	}
+	ok := map[string]reply{"DELETE /v1/operator/raft/peer": {}}
+	runCases(t, []cliCase{
+		{name: "by address", args: []string{"operator", "raft", "remove-peer", "-address", "127.0.0.2:8300"},
+			routes: ok, want: del("address=127.0.0.2%3A8300"), stdout: "Removed peer with address \"127.0.0.2:8300\"\n"},
+		{name: "by id, in a datacenter", args: []string{"operator", "raft", "remove-peer", "-id", "id2", "-datacenter", "dc2"},
+			routes: ok, want: del("dc=dc2&id=id2"), stdout: "Removed peer with id \"id2\"\n"},
+		{name: "unknown", args: []string{"operator", "raft", "remove-peer", "-address", "127.0.0.9:8300"},
+			routes: map[string]reply{"DELETE /v1/operator/raft/peer": {status: 500, body: `address "127.0.0.9:8300" was not found in the Raft configuration`}},
+			want:   del("address=127.0.0.9%3A8300"), code: 2,
+			stderrHas: []string{`Error removing peer: Unexpected response code: 500 (address "127.0.0.9:8300" was not found in the Raft configuration)`}},
+		{name: "neither", args: []string{"operator", "raft", "remove-peer"}, code: 2,
+			stderrHas: []string{"Error removing peer: an address or id is required for the peer to remove"}},
+		{name: "both", args: []string{"operator", "raft", "remove-peer", "-id", "a", "-address", "b"}, code: 2,
+			stderrHas: []string{"Error removing peer: cannot give both an address and id"}},
+	})
+}
+
 func TestMembersJoinLeave(t *testing.T) {
 	members := `[
 	 {"Name":"client-1","Addr":"127.0.0.3","Port":8301,"Tags":{"role":"node","dc":"dc1","build":"1.22.0:abc","vsn":"2"},"Status":1},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 )
 
@@ -92,6 +93,56 @@ func runRaftListPeers(args []string, env *Env) int {
 		rows = append(rows, strings.Join(row, columnSep))
 	}
 	fmt.Fprintln(env.Stdout, columnize(rows))
+	return 0
+}
+
+const raftRemovePeerHelp = `
+Usage: trellis operator raft remove-peer [options] -address=IP:port | -id=ID
+
+  Removes the server with the given address or ID from the Raft
+  configuration. For a server that will not come back: one that is still
+  alive in the cluster's gossip is added back. Removing too many servers
+  can leave the cluster without a quorum.`
+
+func runRaftRemovePeer(args []string, env *Env) int {
+	var (
+		hf          httpFlags
+		address, id string
+	)
+	fs := newFlagSet("operator raft remove-peer", raftRemovePeerHelp, env.Stderr)
+	fs.StringVar(&address, "address", "", "The `IP:port` of the server to remove.")
+	fs.StringVar(&id, "id", "", "The ID of the server to remove.")
+	hf.register(fs, true)
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	var q url.Values
+	switch {
+	case address == "" && id == "":
+		fmt.Fprintln(env.Stderr, "Error removing peer: an address or id is required for the peer to remove")
+		return 2
+	case address != "" && id != "":
+		fmt.Fprintln(env.Stderr, "Error removing peer: cannot give both an address and id")
+		return 2
+	case address != "":
+		q = url.Values{"address": {address}}
+	default:
+		q = url.Values{"id": {id}}
+	}
+	c, err := hf.client(env)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "Error initializing client: %s\n", err)
+		return 1
+	}
+	if _, _, err := c.do(context.Background(), request{method: http.MethodDelete, path: "/v1/operator/raft/peer", query: withDCQuery(q, c)}); err != nil {
+		fmt.Fprintf(env.Stderr, "Error removing peer: %v\n", err)
+		return 2
+	}
+	if address != "" {
+		fmt.Fprintf(env.Stdout, "Removed peer with address %q\n", address)
+	} else {
+		fmt.Fprintf(env.Stdout, "Removed peer with id %q\n", id)
+	}
 	return 0
 }
 
