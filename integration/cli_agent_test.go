@@ -89,6 +89,19 @@ func TestCLIAgentCommands(t *testing.T) {
 		}
 	})
 
+	t.Run("operator raft list-peers", func(t *testing.T) {
+		// Through the client agent: the Raft configuration, with the
+		// commit indexes of the leader's server health.
+		r := runCLI(ctx, t, append([]string{"operator", "raft", "list-peers"}, httpAddr...)...)
+		if r.code != 0 {
+			t.Fatalf("%v", r)
+		}
+		lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+		if len(lines) != 2 || !strings.Contains(lines[0], "Commit Index") || !hasLine(lines, leader.Node(), "leader", "true", "_") {
+			t.Fatalf("want a header with commit indexes and the leader's line: %v", r)
+		}
+	})
+
 	const id, name = "cli-web-1", "cli-web"
 	t.Run("services register", func(t *testing.T) {
 		// Consul's service definition file, in its snake_case spelling.

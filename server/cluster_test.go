@@ -254,11 +254,13 @@ func TestUnknownDatacenterAndFilter(t *testing.T) {
 	}
 }
 
-// TestRaftRemovePeer: a server that is gone for good is removed from the
-// Raft configuration by address (through a follower, forwarded to the
-// leader), and the two left keep a leader and take writes; a peer that is
-// not in the configuration, or a request naming none or both, is refused
-// with Consul's texts.
+// TestRaftRemovePeer: the leader's server health sees three healthy
+// servers (failure tolerance 1), then the one stopped for good as failed
+// and the cluster unhealthy; the server is removed from the Raft
+// configuration by address (through a follower, forwarded to the leader),
+// and the two left keep a leader, take writes and are healthy again. A
+// peer that is not in the configuration, or a request naming none or both,
+// is refused with Consul's texts.
 func TestRaftRemovePeer(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-server cluster")
@@ -275,6 +277,33 @@ func TestRaftRemovePeer(t *testing.T) {
 			follower = ts
 		}
 	}
+	health := func(want func(structs.OperatorHealthReply) error) structs.OperatorHealthReply {
+		t.Helper()
+		var out structs.OperatorHealthReply
+		var err error
+		for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+			out = structs.OperatorHealthReply{}
+			rpc(t, follower.srv, structs.MethodOperatorServerHealth, &structs.DCSpecificRequest{}, &out)
+			if err = want(out); err == nil {
+				return out
+			}
+		}
+		t.Fatalf("server health: %v: %+v", err, out)
+		return out
+	}
+	h := health(func(r structs.OperatorHealthReply) error {
+		if !r.Healthy || r.FailureTolerance != 1 || len(r.Servers) != 3 {
+			return fmt.Errorf("want 3 healthy servers, tolerance 1")
+		}
+		return nil
+	})
+	for _, sh := range h.Servers {
+		if sh.Name == "" || sh.SerfStatus != "alive" || sh.Version != "test" || sh.LastIndex == 0 || sh.LastTerm == 0 ||
+			sh.StableSince.IsZero() || !sh.Voter || sh.Leader != (sh.ID == leader.id) || (sh.Leader && sh.LastContact != 0) {
+			t.Errorf("healthy server %+v", sh)
+		}
+	}
+
 	goneAddr := gone.srv.cfg.Advertise.String()
 	gone.stop(t)
 	// Until gossip marks it failed, the leader's reconcile would add an
@@ -288,6 +317,18 @@ func TestRaftRemovePeer(t *testing.T) {
 			failed = failed || m.Name == gone.name && m.Status == serf.StatusFailed
 		}
 	}
+
+	health(func(r structs.OperatorHealthReply) error {
+		if r.Healthy || r.FailureTolerance != 0 || len(r.Servers) != 3 {
+			return fmt.Errorf("want unhealthy, tolerance 0")
+		}
+		for _, sh := range r.Servers {
+			if sh.Healthy == (sh.ID == gone.id) || sh.ID == gone.id && sh.SerfStatus != "failed" {
+				return fmt.Errorf("server %s: %+v", sh.ID, sh)
+			}
+		}
+		return nil
+	})
 
 	remove := func(args structs.RaftRemovePeerRequest) error {
 		return rpcErr(follower.srv, structs.MethodOperatorRaftRemovePeer, &args, &struct{}{})
@@ -308,6 +349,12 @@ func TestRaftRemovePeer(t *testing.T) {
 		}
 	}
 	kvPut(t, follower.srv, "after-removal", "ok")
+	health(func(r structs.OperatorHealthReply) error {
+		if !r.Healthy || r.FailureTolerance != 0 || len(r.Servers) != 2 {
+			return fmt.Errorf("want 2 healthy servers, tolerance 0")
+		}
+		return nil
+	})
 
 	for _, tc := range []struct {
 		args structs.RaftRemovePeerRequest

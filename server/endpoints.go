@@ -42,6 +42,8 @@ func (s *Server) endpointTable() map[string]endpoint {
 	handle(t, structs.MethodStatusPeers, read, s.statusPeers)
 	handle(t, structs.MethodOperatorRaftConfig, read, s.operatorRaftConfig)
 	handle(t, structs.MethodOperatorRaftRemovePeer, write, s.operatorRaftRemovePeer)
+	handle(t, structs.MethodStatusRaftStats, read, s.statusRaftStats)
+	handle(t, structs.MethodOperatorServerHealth, read, s.operatorServerHealth)
 
 	handle(t, structs.MethodConnectCARoots, read, s.connectCARoots)
 	handle(t, structs.MethodConnectCAConfigurationGet, read, s.connectCAConfigurationGet)

@@ -81,6 +81,13 @@ func (s *Server) leaderLoop(ctx context.Context) {
 		}
 	}
 	defer s.startConnectCA(ctx)() // connect_ca_leader.go
+	var health sync.WaitGroup
+	health.Add(1)
+	go func() {
+		defer health.Done()
+		s.serverHealthLoop(ctx) // autopilot.go
+	}()
+	defer health.Wait()
 	s.restoreSessionTimers()
 	s.reconcileAll()
 

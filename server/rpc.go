@@ -105,7 +105,8 @@ func (s *Server) RPC(ctx context.Context, method string, args, reply any) (err e
 	if dc != "" && dc != s.cfg.Datacenter {
 		return structs.ErrNoDCPath
 	}
-	if local || method == structs.MethodStatusLeader || method == structs.MethodStatusPeers || method == structs.MethodOperatorRaftConfig {
+	if local || method == structs.MethodStatusLeader || method == structs.MethodStatusPeers || method == structs.MethodOperatorRaftConfig ||
+		method == structs.MethodStatusRaftStats {
 		return serve(ctx, ep, args, reply, filter)
 	}
 	return s.onLeader(ctx, method, args, reply, ep, filter)

@@ -106,7 +106,8 @@ type Server struct {
 	metrics   *metrics
 
 	sessionTimers *sessionTimers
-	connectCA     connectCA // the leader's CA signing state (connect_ca.go)
+	health        serverHealth // the leader's view of every server (autopilot.go)
+	connectCA     connectCA    // the leader's CA signing state (connect_ca.go)
 	// leaderNotify is Raft's NotifyCh: true on gaining leadership, false on
 	// losing it.
 	leaderNotify chan bool

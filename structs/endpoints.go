@@ -39,6 +39,12 @@ const (
 	// MethodOperatorRaftRemovePeer removes a server from the Raft
 	// configuration by Address or ID (exactly one).
 	MethodOperatorRaftRemovePeer = "Operator.RaftRemovePeerByAddress" // *RaftRemovePeerRequest -> *struct{}
+	// MethodStatusRaftStats is answered by the server it is sent to, about
+	// itself; the leader asks every server for its health view.
+	MethodStatusRaftStats = "Status.RaftStats" // *DCSpecificRequest -> *RaftStats
+	// MethodOperatorServerHealth is the leader's latest health view of
+	// every server (/v1/operator/autopilot/health).
+	MethodOperatorServerHealth = "Operator.ServerHealth" // *DCSpecificRequest -> *OperatorHealthReply
 )
 
 // RaftRemovePeerRequest removes a server from the Raft configuration by

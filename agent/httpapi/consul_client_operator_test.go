@@ -6,9 +6,10 @@ import (
 )
 
 // TestConsulClientRaftPeers: the official client's Raft operator calls
-// against a real single server: the configuration lists it, and removing
-// a peer that is not there fails with Consul's text (the removal itself is
-// server.TestRaftRemovePeer, on three servers).
+// against a real single server: the configuration lists it, removing a
+// peer that is not there fails with Consul's text, and autopilot health
+// describes it (the removal itself, and health on three servers, are
+// server.TestRaftRemovePeer).
 func TestConsulClientRaftPeers(t *testing.T) {
 	c, _ := startRealServer(t)
 	op := c.Operator()
@@ -26,5 +27,15 @@ func TestConsulClientRaftPeers(t *testing.T) {
 	}
 	if cfg, err := op.RaftGetConfiguration(nil); err != nil || len(cfg.Servers) != 1 {
 		t.Fatalf("configuration after refused removals: %+v %v", cfg, err)
+	}
+	// A lone server that gossips with no one: Raft is healthy, but the
+	// server is not alive in a gossip pool, so autopilot calls it
+	// unhealthy (429, which the client reads as a reply).
+	h, err := op.AutopilotServerHealth(nil)
+	if err != nil || h == nil || len(h.Servers) != 1 || h.Healthy || h.FailureTolerance != 0 {
+		t.Fatalf("autopilot health: %+v %v", h, err)
+	}
+	if sh := h.Servers[0]; !sh.Leader || !sh.Voter || sh.SerfStatus != "none" || sh.LastContact == nil || sh.LastContact.Duration() != 0 || sh.LastIndex == 0 {
+		t.Fatalf("autopilot health of the server: %+v", sh)
 	}
 }

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"net/http"
+	"time"
 
 	"github.com/trellis-mesh/trellis/structs"
 )
@@ -55,6 +56,48 @@ func (s *Server) operatorRaftPeer(_ http.ResponseWriter, r *http.Request) (any, 
 		return nil, err
 	}
 	return nil, nil
+}
+
+// serverHealthJSON is one server in /v1/operator/autopilot/health, with
+// Consul's encodings: LastContact a duration string, StableSince in UTC
+// to the second.
+type serverHealthJSON struct {
+	ID, Name, Address, SerfStatus, Version string
+	Leader                                 bool
+	LastContact                            string
+	LastTerm, LastIndex                    uint64
+	Healthy, Voter                         bool
+	StableSince                            time.Time
+}
+
+// operatorAutopilotHealth serves GET /v1/operator/autopilot/health: the
+// leader's view of every server's health. An unhealthy cluster answers 429
+// with the same body, as Consul's does, so that a probe can use the status.
+func (s *Server) operatorAutopilotHealth(_ http.ResponseWriter, r *http.Request) (any, error) {
+	var args structs.DCSpecificRequest
+	if err := s.parseQuery(r, &args.QueryOptions); err != nil {
+		return nil, err
+	}
+	var out structs.OperatorHealthReply
+	if err := s.rpc.RPC(r.Context(), structs.MethodOperatorServerHealth, &args, &out); err != nil {
+		return nil, err
+	}
+	body := struct {
+		Healthy          bool
+		FailureTolerance int
+		Servers          []serverHealthJSON
+	}{Healthy: out.Healthy, FailureTolerance: out.FailureTolerance, Servers: []serverHealthJSON{}}
+	for _, h := range out.Servers {
+		body.Servers = append(body.Servers, serverHealthJSON{
+			ID: h.ID, Name: h.Name, Address: h.Address, SerfStatus: h.SerfStatus, Version: h.Version,
+			Leader: h.Leader, LastContact: h.LastContact.String(), LastTerm: h.LastTerm, LastIndex: h.LastIndex,
+			Healthy: h.Healthy, Voter: h.Voter, StableSince: h.StableSince.Round(time.Second).UTC(),
+		})
+	}
+	if !out.Healthy {
+		return withStatus{code: http.StatusTooManyRequests, body: body}, nil
+	}
+	return body, nil
 }
 
 func (s *Server) operatorRaftConfiguration(w http.ResponseWriter, r *http.Request) (any, error) {

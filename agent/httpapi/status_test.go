@@ -64,6 +64,31 @@ func TestStatusAndOperator(t *testing.T) {
 			wantBody: "Must specify either ?id with the server's ID or ?address with IP:port of peer to remove"},
 		{name: "remove peer names both", method: http.MethodDelete, path: "/v1/operator/raft/peer?id=a&address=b", wantCode: 400,
 			wantBody: "Must specify only one of ?id or ?address"},
+		{
+			name: "autopilot health", path: "/v1/operator/autopilot/health",
+			setup: func(f *fakeRPC, _ *Config) {
+				f.replies[structs.MethodOperatorServerHealth] = structs.OperatorHealthReply{Healthy: true, FailureTolerance: 0, Servers: []structs.ServerHealth{{
+					ID: "id1", Name: "s1", Address: "127.0.0.1:8300", SerfStatus: "alive", Version: "1.22.0", Leader: true,
+					LastTerm: 2, LastIndex: 46, Healthy: true, Voter: true, StableSince: time.Date(2026, 11, 30, 7, 0, 0, 400e6, time.FixedZone("x", 3600)),
+				}}}
+			},
+			wantCode: 200, wantJSON: true, wantHeaders: map[string]string{"X-Consul-Index": ""},
+			wantBody: `{"Healthy":true,"FailureTolerance":0,"Servers":[{"ID":"id1","Name":"s1","Address":"127.0.0.1:8300","SerfStatus":"alive","Version":"1.22.0",` +
+				`"Leader":true,"LastContact":"0s","LastTerm":2,"LastIndex":46,"Healthy":true,"Voter":true,"StableSince":"2026-11-30T06:00:00Z"}]}`,
+			wantCalls: dcReq(structs.MethodOperatorServerHealth, qo()),
+		},
+		{
+			name: "autopilot health, unhealthy: 429 with the body", path: "/v1/operator/autopilot/health",
+			setup: func(f *fakeRPC, _ *Config) {
+				f.replies[structs.MethodOperatorServerHealth] = structs.OperatorHealthReply{Servers: []structs.ServerHealth{{
+					ID: "id2", SerfStatus: "failed", LastContact: -1, Voter: true,
+				}}}
+			},
+			wantCode: 429, wantJSON: true,
+			wantBody: `{"Healthy":false,"FailureTolerance":0,"Servers":[{"ID":"id2","Name":"","Address":"","SerfStatus":"failed","Version":"",` +
+				`"Leader":false,"LastContact":"-1ns","LastTerm":0,"LastIndex":0,"Healthy":false,"Voter":true,"StableSince":"0001-01-01T00:00:00Z"}]}`,
+			anyCalls: true,
+		},
 		{name: "GET on remove peer is 405", path: "/v1/operator/raft/peer?id=a", wantCode: 405, wantBody: "method GET not allowed"},
 	})
 }
