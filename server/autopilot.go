@@ -63,11 +63,11 @@ func raftStatsOf(stats map[string]string) structs.RaftStats {
 }
 
 // operatorServerHealth answers the leader's latest view, or a fresh one
-// when leadership just began.
+// (not kept: the loop owns the view) when leadership just began.
 func (s *Server) operatorServerHealth(ctx context.Context, _ *structs.DCSpecificRequest, reply *structs.OperatorHealthReply) error {
 	latest := s.health.latest()
 	if latest == nil {
-		latest = s.refreshServerHealth(ctx)
+		latest = s.computeServerHealth(ctx, nil)
 	}
 	*reply = *latest
 	reply.Servers = slices.Clone(latest.Servers)
@@ -81,7 +81,7 @@ func (s *Server) serverHealthLoop(ctx context.Context) {
 	t := time.NewTicker(serverHealthInterval)
 	defer t.Stop()
 	for {
-		s.refreshServerHealth(ctx)
+		s.health.set(s.computeServerHealth(ctx, s.health.latest()))
 		select {
 		case <-ctx.Done():
 			return
@@ -90,9 +90,9 @@ func (s *Server) serverHealthLoop(ctx context.Context) {
 	}
 }
 
-// refreshServerHealth computes the view and keeps it. A server's
-// StableSince carries over while its health stays the same.
-func (s *Server) refreshServerHealth(ctx context.Context) *structs.OperatorHealthReply {
+// computeServerHealth computes the view. A server's StableSince carries
+// over from prev while its health stays the same.
+func (s *Server) computeServerHealth(ctx context.Context, prevReply *structs.OperatorHealthReply) *structs.OperatorHealthReply {
 	reply := &structs.OperatorHealthReply{}
 	f := s.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
@@ -113,8 +113,8 @@ func (s *Server) refreshServerHealth(ctx context.Context) *structs.OperatorHealt
 	leaderAddr, _ := s.raft.LeaderWithID()
 	self := stats[raft.ServerID(s.cfg.NodeID)]
 	prev := map[string]structs.ServerHealth{}
-	if p := s.health.latest(); p != nil {
-		for _, h := range p.Servers {
+	if prevReply != nil {
+		for _, h := range prevReply.Servers {
 			prev[h.ID] = h
 		}
 	}
@@ -147,7 +147,6 @@ func (s *Server) refreshServerHealth(ctx context.Context) *structs.OperatorHealt
 		reply.Servers = append(reply.Servers, h)
 	}
 	reply.FailureTolerance = max(0, healthyVoters-(voters/2+1))
-	s.health.set(reply)
 	return reply
 }
 
