@@ -53,38 +53,39 @@ func (s *Server) intentionApply(_ context.Context, args *structs.IntentionReques
 	if ixn == nil {
 		ixn = &structs.Intention{}
 	}
+	// Only a delete by ID names no services.
+	deleteByID := args.Op == structs.IntentionOpDelete && ixn.ID != ""
+	now := time.Now().UTC()
 	var change func() (*structs.ConfigEntryRequest, error)
-	switch {
-	case args.Op == structs.IntentionOpUpsert:
-		if ixn.ID != "" {
+	switch args.Op {
+	case structs.IntentionOpUpsert, structs.IntentionOpDelete:
+		switch {
+		case deleteByID:
+			change = func() (*structs.ConfigEntryRequest, error) { return s.legacyIntentionDelete(ixn.ID) }
+		case args.Op == structs.IntentionOpUpsert && ixn.ID != "":
 			return ErrIntentionID
+		default:
+			change = func() (*structs.ConfigEntryRequest, error) { return s.intentionChange(args.Op, ixn) }
 		}
-		change = func() (*structs.ConfigEntryRequest, error) { return s.intentionChange(args.Op, ixn) }
-	case args.Op == structs.IntentionOpDelete && ixn.ID == "":
-		change = func() (*structs.ConfigEntryRequest, error) { return s.intentionChange(args.Op, ixn) }
-	case args.Op == structs.IntentionOpCreate:
+	case structs.IntentionOpCreate:
 		if ixn.ID != "" {
 			return ErrIntentionCreateID
 		}
+		change = func() (*structs.ConfigEntryRequest, error) { return s.legacyIntentionCreate(ixn, now) }
+	case structs.IntentionOpUpdate:
+		change = func() (*structs.ConfigEntryRequest, error) { return s.legacyIntentionUpdate(ixn, now) }
+	default:
+		return fmt.Errorf("Invalid Intention operation: %v", args.Op)
+	}
+	if !deleteByID && (ixn.SourceName == "" || ixn.DestinationName == "") {
+		return errors.New("SourceName and DestinationName must be set")
+	}
+	if args.Op == structs.IntentionOpCreate {
 		id, err := s.newIntentionID()
 		if err != nil {
 			return err
 		}
 		ixn.ID = id
-		now := time.Now().UTC()
-		change = func() (*structs.ConfigEntryRequest, error) { return s.legacyIntentionCreate(ixn, now) }
-	case args.Op == structs.IntentionOpUpdate:
-		now := time.Now().UTC()
-		change = func() (*structs.ConfigEntryRequest, error) { return s.legacyIntentionUpdate(ixn, now) }
-	case args.Op == structs.IntentionOpDelete:
-		change = func() (*structs.ConfigEntryRequest, error) { return s.legacyIntentionDelete(ixn.ID) }
-	default:
-		return fmt.Errorf("Invalid Intention operation: %v", args.Op)
-	}
-	// Only a delete by ID names no services.
-	byID := args.Op == structs.IntentionOpDelete && ixn.ID != ""
-	if !byID && (ixn.SourceName == "" || ixn.DestinationName == "") {
-		return errors.New("SourceName and DestinationName must be set")
 	}
 	for attempt := 0; attempt < intentionCASRetries; attempt++ {
 		req, err := change()

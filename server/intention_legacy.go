@@ -61,7 +61,7 @@ func (s *Server) legacyIntentionCreate(ixn *structs.Intention, now time.Time) (*
 		}
 		next = structs.CloneConfigEntry(prev).(*structs.ServiceIntentionsConfigEntry)
 	}
-	next.Sources = append(next.Sources, ixn.ToLegacySource(now))
+	next.Sources = append(next.Sources, ixn.ToLegacySource(now, now))
 	return legacyWrite(prev, next)
 }
 
@@ -81,12 +81,10 @@ func (s *Server) legacyIntentionUpdate(ixn *structs.Intention, now time.Time) (*
 	if !prev.LegacyIDsAllSet() {
 		return nil, legacyEditRefused(prev.Name)
 	}
-	update := *ixn
-	update.CreatedAt = old.CreatedAt
 	next := structs.CloneConfigEntry(prev).(*structs.ServiceIntentionsConfigEntry)
 	for i, src := range next.Sources {
 		if src != nil && src.LegacyID == ixn.ID {
-			next.Sources[i] = update.ToLegacySource(now)
+			next.Sources[i] = ixn.ToLegacySource(old.CreatedAt, now)
 		}
 	}
 	return legacyWrite(prev, next)

@@ -137,6 +137,19 @@ func TestLegacyIntentionEndpoints(t *testing.T) {
 		t.Fatalf("after update %+v (before %+v)", upd, got)
 	}
 
+	// The times are the server's, whatever the client sends.
+	stale := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
+	id3, err := c.apply(structs.IntentionOpCreate, &structs.Intention{SourceName: "cache", DestinationName: "db", Action: "allow", CreatedAt: stale, UpdatedAt: stale})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := c.mustGet(id3); got.CreatedAt.Before(before) || got.UpdatedAt.Before(before) {
+		t.Fatalf("create kept the client's times: %+v", got)
+	}
+	if _, err := c.apply(structs.IntentionOpDelete, &structs.Intention{ID: id3}); err != nil {
+		t.Fatal(err)
+	}
+
 	// Delete by ID: the entry goes with its last source.
 	id2 := c.mustCreate("api", "db", "allow", nil)
 	if m := c.mustGet(id2).Meta; len(m) != 0 {

@@ -91,16 +91,13 @@ func (x Intention) MarshalJSON() ([]byte, error) {
 }
 
 // ToLegacySource converts the API view to the source a legacy intention
-// is stored as, updated at now; CreatedAt is now too unless set.
-func (x *Intention) ToLegacySource(now time.Time) *SourceIntention {
+// is stored as, with the given times (the server's: whatever times the
+// client sent are ignored).
+func (x *Intention) ToLegacySource(created, updated time.Time) *SourceIntention {
 	src := x.ToSourceIntention()
-	created := x.CreatedAt
-	if created.IsZero() {
-		created = now
-	}
 	src.LegacyID = x.ID
 	src.LegacyMeta = maps.Clone(x.Meta)
-	src.LegacyCreateTime, src.LegacyUpdateTime = &created, &now
+	src.LegacyCreateTime, src.LegacyUpdateTime = &created, &updated
 	return src
 }
 
