@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+	"github.com/hashicorp/serf/serf"
 
 	"github.com/trellis-mesh/trellis/gossip"
 	"github.com/trellis-mesh/trellis/structs"
@@ -100,12 +101,11 @@ func (s *Server) computeServerHealth(ctx context.Context, prevReply *structs.Ope
 		return reply
 	}
 	servers := f.Configuration().Servers
-	members := map[string]*gossip.ServerMeta{}
-	builds := map[string]string{}
+	members := map[string]serf.Member{} // by server ID
 	if s.cfg.Membership != nil {
 		for _, m := range s.cfg.Membership.Members() {
 			if meta, ok := gossip.ParseServer(m); ok {
-				members[meta.ID], builds[meta.ID] = meta, m.Tags[gossip.TagBuild]
+				members[meta.ID] = m
 			}
 		}
 	}
@@ -127,7 +127,7 @@ func (s *Server) computeServerHealth(ctx context.Context, prevReply *structs.Ope
 			Leader: srv.Address == leaderAddr, Voter: srv.Suffrage == raft.Voter, LastContact: -1,
 		}
 		if m, ok := members[h.ID]; ok {
-			h.Name, h.SerfStatus, h.Version = m.Name, m.Status.String(), builds[h.ID]
+			h.Name, h.SerfStatus, h.Version = m.Name, m.Status.String(), m.Tags[gossip.TagBuild]
 		}
 		if st, ok := stats[srv.ID]; ok {
 			h.LastContact, h.LastTerm, h.LastIndex = parseLastContact(st.LastContact), st.LastTerm, st.LastIndex

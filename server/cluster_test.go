@@ -12,6 +12,19 @@ import (
 	"github.com/trellis-mesh/trellis/structs"
 )
 
+// waitPeers asks ts for its Raft peers until it lists n (up to 10 s) and
+// returns the last answer.
+func waitPeers(t *testing.T, ts *testServer, n int) []string {
+	t.Helper()
+	var peers []string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		rpc(t, ts.srv, structs.MethodStatusPeers, &structs.DCSpecificRequest{}, &peers)
+		if len(peers) == n || time.Now().After(deadline) {
+			return peers
+		}
+	}
+}
+
 func TestClusterReplicatesAndForwards(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a 3-server cluster")
@@ -21,14 +34,7 @@ func TestClusterReplicatesAndForwards(t *testing.T) {
 	// A follower learns the leader from its first heartbeat, which may
 	// come before the log entry holding the configuration: wait for it.
 	for _, ts := range servers {
-		var peers []string
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			rpc(t, ts.srv, structs.MethodStatusPeers, &structs.DCSpecificRequest{}, &peers)
-			if len(peers) == 3 || time.Now().After(deadline) {
-				break
-			}
-		}
-		if len(peers) != 3 {
+		if peers := waitPeers(t, ts, 3); len(peers) != 3 {
 			t.Fatalf("%s peers = %v", ts.name, peers)
 		}
 	}
@@ -337,14 +343,7 @@ func TestRaftRemovePeer(t *testing.T) {
 		t.Fatalf("remove %s: %v", goneAddr, err)
 	}
 	for _, ts := range []*testServer{leader, follower} {
-		var peers []string
-		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-			rpc(t, ts.srv, structs.MethodStatusPeers, &structs.DCSpecificRequest{}, &peers)
-			if len(peers) == 2 || time.Now().After(deadline) {
-				break
-			}
-		}
-		if len(peers) != 2 || slices.Contains(peers, goneAddr) {
+		if peers := waitPeers(t, ts, 2); len(peers) != 2 || slices.Contains(peers, goneAddr) {
 			t.Fatalf("%s peers after removing %s: %v", ts.name, goneAddr, peers)
 		}
 	}

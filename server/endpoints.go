@@ -43,6 +43,9 @@ func (s *Server) endpointTable() map[string]endpoint {
 	handle(t, structs.MethodOperatorRaftConfig, read, s.operatorRaftConfig)
 	handle(t, structs.MethodOperatorRaftRemovePeer, write, s.operatorRaftRemovePeer)
 	handle(t, structs.MethodStatusRaftStats, read, s.statusRaftStats)
+	for _, m := range []string{structs.MethodStatusLeader, structs.MethodStatusPeers, structs.MethodOperatorRaftConfig, structs.MethodStatusRaftStats} {
+		servedHere(t, m)
+	}
 	handle(t, structs.MethodOperatorServerHealth, read, s.operatorServerHealth)
 
 	handle(t, structs.MethodConnectCARoots, read, s.connectCARoots)

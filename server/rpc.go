@@ -38,6 +38,9 @@ type endpoint struct {
 	// selfFiltering endpoints apply ?filter= themselves, to what their
 	// reply is built from (see filtersItself).
 	selfFiltering bool
+	// here endpoints are answered by the server a call reaches, never
+	// forwarded to the leader (see servedHere).
+	here bool
 }
 
 // handle registers a typed handler under name.
@@ -67,6 +70,15 @@ func handle[A, R any](table map[string]endpoint, name string, write bool, fn fun
 func filtersItself(table map[string]endpoint, name string) {
 	ep := table[name]
 	ep.selfFiltering = true
+	table[name] = ep
+}
+
+// servedHere marks a registered read as answered by the server the call
+// reaches, about itself (its view of the leader, of the Raft
+// configuration, its own Raft stats), whatever the consistency mode.
+func servedHere(table map[string]endpoint, name string) {
+	ep := table[name]
+	ep.here = true
 	table[name] = ep
 }
 
@@ -105,8 +117,7 @@ func (s *Server) RPC(ctx context.Context, method string, args, reply any) (err e
 	if dc != "" && dc != s.cfg.Datacenter {
 		return structs.ErrNoDCPath
 	}
-	if local || method == structs.MethodStatusLeader || method == structs.MethodStatusPeers || method == structs.MethodOperatorRaftConfig ||
-		method == structs.MethodStatusRaftStats {
+	if local || ep.here {
 		return serve(ctx, ep, args, reply, filter)
 	}
 	return s.onLeader(ctx, method, args, reply, ep, filter)

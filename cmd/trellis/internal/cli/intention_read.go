@@ -7,7 +7,6 @@ import (
 	"maps"
 	"net/url"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/trellis-mesh/trellis/structs"
@@ -108,10 +107,8 @@ func runIntentionMatch(args []string, env *Env) int {
 		fmt.Fprintf(env.Stderr, "Error matching the connection: %s\n", err)
 		return 1
 	}
-	var out strings.Builder
 	for _, ixn := range matches[name] {
-		out.WriteString(ixn.String() + "\n")
+		fmt.Fprintln(env.Stdout, ixn)
 	}
-	fmt.Fprint(env.Stdout, out.String())
 	return 0
 }
