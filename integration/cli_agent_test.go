@@ -270,3 +270,36 @@ func nodeCheckStatus(ctx context.Context, rc *rawClient, addr, node, checkID, wa
 	}
 	return fmt.Errorf("%w: %s on %s", errNoSuchCheck, checkID, node)
 }
+
+// TestAgentRefusesProtectionNotProvided: the real binary, given a config
+// or flag that asks for protection Trellis does not provide yet, exits
+// non-zero before it listens on anything, naming the setting.
+func TestAgentRefusesProtectionNotProvided(t *testing.T) {
+	ctx := scenarioContext(t)
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		file string // a config file's content, or "" for none
+		args []string
+		want string
+	}{
+		{"acl deny by default", `{"acl": {"enabled": true, "default_policy": "deny"}}`, nil, "acl.enabled"},
+		{"gossip key flag", "", []string{"-encrypt", "pUqJrVyVRj5jsiYEkM/tFQYfWyJIv4s3XkvDwy7Cu5s="}, "-encrypt"},
+		{"tls verification", `{"tls": {"defaults": {"verify_incoming": true}}}`, nil, "tls.defaults.verify_incoming"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"agent", "-dev"}, tc.args...)
+			if tc.file != "" {
+				path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".json")
+				if err := os.WriteFile(path, []byte(tc.file), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, "-config-file", path)
+			}
+			r := runCLI(ctx, t, args...)
+			if r.code == 0 || !strings.Contains(r.stderr, tc.want) || !strings.Contains(r.stderr, "refusing to start") {
+				t.Fatalf("want a non-zero exit naming %q: %v", tc.want, r)
+			}
+		})
+	}
+}

@@ -12,4 +12,13 @@
 // honours land in RuntimeConfig; Consul keys it does not implement are
 // accepted and named together in one warning line returned by Load; keys
 // that are not Consul keys at all are rejected, as Consul rejects them.
+//
+// Keys that ask for protection Trellis does not provide yet (acl.enabled,
+// encrypt, the tls block and its deprecated top-level forms, auto_encrypt,
+// auto_config, address and endpoint restrictions) are not warnings: when
+// their value asks for the protection, Load fails with
+// ErrProtectionNotProvided naming the key, so that no agent runs open while
+// its operator believes it protected. Values that only relax (false, "")
+// are accepted. A bare https or grpc_tls port is not refused: without TLS
+// material nothing is served there, so nothing is left open.
 package config

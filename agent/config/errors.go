@@ -18,6 +18,11 @@ var (
 	ErrInvalidConfigKey = errors.New("invalid config key")
 	// ErrInvalidConfig: the merged configuration is not valid.
 	ErrInvalidConfig = errors.New("invalid configuration")
+	// ErrProtectionNotProvided: the configuration asks for protection
+	// (ACLs, TLS, gossip encryption, address restrictions) that Trellis
+	// does not provide yet. The agent refuses to start rather than serve
+	// in the open while its operator believes otherwise.
+	ErrProtectionNotProvided = errors.New("protection not provided")
 	// ErrNodeID: the node ID could not be read, validated or persisted.
 	ErrNodeID = errors.New("node ID")
 )

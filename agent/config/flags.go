@@ -20,6 +20,9 @@ type flagValues struct {
 	ignored []string
 	// deprecated holds warnings for deprecated flags that were honoured.
 	deprecated []string
+	// refused lists the flags given that ask for protection Trellis does
+	// not provide yet; Load fails on them.
+	refused []refusal
 }
 
 // ignoredBoolFlags and ignoredValueFlags are Consul agent flags Trellis
@@ -34,13 +37,24 @@ func ignoredBoolFlags() []string {
 
 func ignoredValueFlags() []string {
 	return []string{
-		"advertise-wan", "allow-write-http-from", "alt-domain", "check_output_max_size",
-		"default-query-time", "domain", "encrypt", "join-wan", "log-file",
+		"advertise-wan", "alt-domain", "check_output_max_size",
+		"default-query-time", "domain", "join-wan", "log-file",
 		"log-rotate-bytes", "log-rotate-duration", "log-rotate-max-files",
 		"max-query-time", "pid-file", "primary-gateway", "protocol", "raft-protocol",
 		"recursor", "retry-interval-wan", "retry-join-wan", "retry-max-wan", "segment",
-		"serf-lan-allowed-cidrs", "serf-wan-allowed-cidrs", "serf-wan-bind",
+		"serf-wan-bind",
 		"ui-content-path", "ui-dir",
+	}
+}
+
+// refusedFlags maps the Consul agent flags that ask for protection
+// Trellis does not provide yet to that protection.
+func refusedFlags() map[string]string {
+	return map[string]string{
+		"encrypt":                "gossip encryption",
+		"allow-write-http-from":  "HTTP endpoint restrictions",
+		"serf-lan-allowed-cidrs": "gossip address restrictions",
+		"serf-wan-allowed-cidrs": "gossip address restrictions",
 	}
 }
 
@@ -97,6 +111,10 @@ func newFlagSet(fv *flagValues, output io.Writer) *flag.FlagSet {
 	}
 	for _, name := range ignoredValueFlags() {
 		fs.Var(ignoredFlag{name: name, seen: &fv.ignored}, name, "Consul flag accepted for compatibility; not implemented by Trellis.")
+	}
+	for name, feature := range refusedFlags() {
+		fs.Var(refusedFlag{name: name, feature: feature, seen: &fv.refused}, name,
+			"Consul flag for "+feature+", which Trellis does not provide yet: refused at start.")
 	}
 	return fs
 }
@@ -208,6 +226,21 @@ func (v ignoredFlag) String() string   { return "" }
 func (v ignoredFlag) IsBoolFlag() bool { return v.isBool }
 func (v ignoredFlag) Set(string) error {
 	*v.seen = append(*v.seen, "-"+v.name)
+	return nil
+}
+
+// refusedFlag records a flag whose value asks for protection Trellis
+// does not provide; an empty value asks for nothing and is accepted.
+type refusedFlag struct {
+	name, feature string
+	seen          *[]refusal
+}
+
+func (v refusedFlag) String() string { return "" }
+func (v refusedFlag) Set(s string) error {
+	if s != "" {
+		*v.seen = append(*v.seen, refusal{path: "-" + v.name, feature: v.feature})
+	}
 	return nil
 }
 

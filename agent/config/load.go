@@ -61,7 +61,10 @@ func Load(opts LoadOptions) (*RuntimeConfig, []string, error) {
 		return nil, nil, err
 	}
 
-	var invalid []error
+	var invalid, refusedErrs []error
+	for _, r := range fv.refused {
+		refusedErrs = append(refusedErrs, r.err("the command line"))
+	}
 	ignored := map[string]bool{}
 	for _, name := range fv.ignored {
 		ignored[name] = true
@@ -77,6 +80,9 @@ func Load(opts LoadOptions) (*RuntimeConfig, []string, error) {
 		for _, k := range f.keys.invalid {
 			invalid = append(invalid, fmt.Errorf("%w %s in %s", ErrInvalidConfigKey, k, f.path))
 		}
+		for _, r := range f.keys.refused {
+			refusedErrs = append(refusedErrs, r.err(f.path))
+		}
 		for _, k := range f.keys.ignored {
 			ignored[k] = true
 		}
@@ -87,6 +93,9 @@ func Load(opts LoadOptions) (*RuntimeConfig, []string, error) {
 	}
 	if len(invalid) > 0 {
 		return nil, nil, errors.Join(invalid...)
+	}
+	if len(refusedErrs) > 0 {
+		return nil, nil, errors.Join(refusedErrs...)
 	}
 	merge(merged, &fv.src)
 
@@ -115,4 +124,11 @@ func Load(opts LoadOptions) (*RuntimeConfig, []string, error) {
 		return nil, nil, err
 	}
 	return rc, warnings, nil
+}
+
+// err is the start-up error for r, found in where (a file's path).
+func (r refusal) err(where string) error {
+	return fmt.Errorf("%w: %s (in %s) asks for %s, which Trellis does not provide yet; "+
+		"refusing to start rather than run unprotected (remove the setting to run without it)",
+		ErrProtectionNotProvided, r.path, where, r.feature)
 }

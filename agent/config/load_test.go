@@ -328,13 +328,18 @@ func TestLoadWarnings(t *testing.T) {
 		ignored string   // the exact list in the single 'not implemented' line, "" for none
 	}{
 		{"nothing to say", []string{"-dev"}, nil, nil, ""},
-		{"ignored keys and flags, once", []string{"-dev", "-ui", "-encrypt", "k", "-dns-port", "8600",
+		{"ignored keys and flags, once", []string{"-dev", "-ui", "-encrypt", "", "-dns-port", "8600",
 			"-config-file", "$DIR/a.json", "-config-file", "$DIR/b.json"},
 			map[string]string{
-				"a.json": `{"telemetry": {"statsd_address": "x"}, "acl": {"enabled": true}, "tls": {"defaults": {}}, "segments": null, "version": "1.2.3"}`,
-				"b.json": `{"acl": {"enabled": true, "tokens": {"agent": "t"}}, "connect": {"ca_config": {"cluster_id": "11111111-2222-3333-4444-555555555555", "private_key_type": "rsa"}}}`,
+				"a.json": `{"telemetry": {"statsd_address": "x"}, "acl": {"enabled": false}, "tls": {"defaults": {}}, "segments": null, "version": "1.2.3"}`,
+				"b.json": `{"acl": {"tokens": {"agent": "t"}}, "connect": {"ca_config": {"cluster_id": "11111111-2222-3333-4444-555555555555", "private_key_type": "rsa"}}}`,
 			}, nil,
-			"-dns-port, -encrypt, -ui, acl.enabled, acl.tokens.agent, connect.ca_config.private_key_type, telemetry"},
+			"-dns-port, -ui, acl.tokens.agent, connect.ca_config.private_key_type, telemetry"},
+		{"settings that only relax protection are accepted", []string{"-dev", "-config-file", "$DIR/a.json"},
+			map[string]string{"a.json": `{"acl": {"enabled": false}, "encrypt": "", "encrypt_verify_incoming": false,
+				"verify_incoming": false, "verify_outgoing": false, "tls": {"defaults": {"verify_incoming": false}, "internal_rpc": {"verify_server_hostname": false}},
+				"auto_encrypt": {"tls": false, "allow_tls": false}, "http_config": {"allow_write_http_from": []}}`},
+			nil, ""},
 		{"bootstrap expect 1", []string{"-server", "-bootstrap-expect", "1", "-data-dir", "$DIR/d"}, nil,
 			[]string{"bootstrap_expect is set to 1"}, ""},
 		{"bootstrap expect even", []string{"-server", "-bootstrap-expect", "4", "-data-dir", "$DIR/d"}, nil,
@@ -496,5 +501,60 @@ func TestXDSUpdateRate(t *testing.T) {
 	}
 	if got := load("-dev", "-node", "n", "-config-file", path).XDSUpdateMaxPerSecond; got != 40 {
 		t.Errorf("configured rate = %v, want 40", got)
+	}
+}
+
+// TestLoadRefusesProtectionNotProvided: a setting that asks for protection
+// Trellis does not provide is a start-up error naming the key (and the
+// file it came from), never a warning the operator may miss.
+func TestLoadRefusesProtectionNotProvided(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		file  string // a.json's content, when not empty
+		wants []string
+	}{
+		{"acl enabled", nil, `{"acl": {"enabled": true, "default_policy": "deny"}}`, []string{"acl.enabled", "ACLs"}},
+		{"legacy acl datacenter", nil, `{"acl_datacenter": "dc1"}`, []string{"acl_datacenter", "ACLs"}},
+		{"gossip key", nil, `{"encrypt": "pUqJrVyVRj5jsiYEkM/tFQYfWyJIv4s3XkvDwy7Cu5s="}`, []string{"encrypt", "gossip encryption"}},
+		{"gossip key flag", []string{"-encrypt", "pUqJrVyVRj5jsiYEkM/tFQYfWyJIv4s3XkvDwy7Cu5s="}, "", []string{"-encrypt", "the command line"}},
+		{"gossip verification", nil, `{"encrypt_verify_incoming": true}`, []string{"encrypt_verify_incoming"}},
+		{"tls block verification", nil, `{"tls": {"defaults": {"verify_incoming": true}}}`, []string{"tls.defaults.verify_incoming", "TLS"}},
+		{"tls block material", nil, `{"tls": {"defaults": {"ca_file": "ca.pem", "cert_file": "c.pem", "key_file": "k.pem"}}}`,
+			[]string{"tls.defaults.ca_file", "tls.defaults.cert_file", "tls.defaults.key_file"}},
+		{"tls server hostname", nil, `{"tls": {"internal_rpc": {"verify_server_hostname": true}}}`, []string{"tls.internal_rpc.verify_server_hostname"}},
+		{"tls min version", nil, `{"tls": {"https": {"tls_min_version": "TLSv1_3"}}}`, []string{"tls.https.tls_min_version"}},
+		{"deprecated top-level tls", nil, `{"ca_file": "ca.pem", "verify_outgoing": true, "verify_incoming_rpc": true}`,
+			[]string{"ca_file", "verify_outgoing", "verify_incoming_rpc"}},
+		{"auto_encrypt on a client", nil, `{"auto_encrypt": {"tls": true}}`, []string{"auto_encrypt.tls", "auto_encrypt"}},
+		{"auto_encrypt on a server", nil, `{"auto_encrypt": {"allow_tls": true}}`, []string{"auto_encrypt.allow_tls"}},
+		{"auto_config", nil, `{"auto_config": {"enabled": true, "intro_token": "x"}}`, []string{"auto_config.enabled", "auto_config.intro_token"}},
+		{"write restriction", nil, `{"http_config": {"allow_write_http_from": ["127.0.0.0/8"]}}`, []string{"http_config.allow_write_http_from"}},
+		{"write restriction flag", []string{"-allow-write-http-from", "127.0.0.0/8"}, "", []string{"-allow-write-http-from"}},
+		{"blocked endpoints", nil, `{"http_config": {"block_endpoints": ["/v1/agent/self"]}}`, []string{"http_config.block_endpoints"}},
+		{"serf cidrs", nil, `{"serf_lan_allowed_cidrs": ["127.0.0.0/8"]}`, []string{"serf_lan_allowed_cidrs"}},
+		{"serf cidrs flag", []string{"-serf-lan-allowed-cidrs", "127.0.0.0/8"}, "", []string{"-serf-lan-allowed-cidrs"}},
+		{"case-insensitive", nil, `{"ACL": {"Enabled": true}}`, []string{"acl.enabled"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"-dev"}, tc.args...)
+			var files map[string]string
+			if tc.file != "" {
+				files = map[string]string{"a.json": tc.file}
+				args = append(args, "-config-file", "$DIR/a.json")
+			}
+			rc, _, err := load(t, args, files)
+			if !errors.Is(err, ErrProtectionNotProvided) {
+				t.Fatalf("Load = %v, %v; want ErrProtectionNotProvided", rc, err)
+			}
+			for _, w := range tc.wants {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not name %q", err, w)
+				}
+			}
+			if tc.file != "" && !strings.Contains(err.Error(), "a.json") {
+				t.Errorf("error %q does not name the file", err)
+			}
+		})
 	}
 }

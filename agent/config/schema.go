@@ -1,6 +1,7 @@
 package config
 
 import (
+	"encoding/json"
 	"sort"
 	"strings"
 )
@@ -19,6 +20,13 @@ const (
 	// keyIgnored: a Consul key that Trellis does not implement. It is
 	// accepted, and named in the start-up warning when it carries a value.
 	keyIgnored
+	// keyRefused: a Consul key that asks for protection (ACLs, TLS, gossip
+	// encryption, address restrictions) Trellis does not provide yet. A
+	// value that asks for it (true, a non-empty string or list, a non-zero
+	// number) is a start-up error naming the key: running unprotected
+	// while the operator believes otherwise is worse than not running. A
+	// value that only relaxes (false, 0, "") is accepted.
+	keyRefused
 )
 
 // keyNode is one node of the tree of keys Consul's agent config accepts.
@@ -33,11 +41,34 @@ type keyNode struct {
 	// reported with the status openStatus instead of being invalid.
 	open       bool
 	openStatus keyStatus
+	// feature names, for a refused key, the protection it asks for.
+	feature string
 }
 
 func honoured() *keyNode { return &keyNode{status: keyHonoured} }
 func noop() *keyNode     { return &keyNode{status: keyNoop} }
 func ignored() *keyNode  { return &keyNode{status: keyIgnored} }
+
+// refused marks a key asking for feature, which Trellis does not provide.
+func refused(feature string) *keyNode {
+	return &keyNode{status: keyRefused, feature: feature}
+}
+
+// refusedBlock marks a whole block whose every key asks for feature
+// (tls, auto_encrypt, auto_config); keys inside are reported by their full
+// path.
+func refusedBlock(feature string) *keyNode {
+	return &keyNode{status: keyRefused, open: true, openStatus: keyRefused, feature: feature}
+}
+
+// refusedAll marks each name as refused for feature.
+func refusedAll(feature string, names ...string) map[string]*keyNode {
+	m := make(map[string]*keyNode, len(names))
+	for _, n := range names {
+		m[n] = refused(feature)
+	}
+	return m
+}
 
 func object(children map[string]*keyNode) *keyNode {
 	return &keyNode{status: keyHonoured, children: children}
@@ -180,10 +211,11 @@ func consulKeys() *keyNode {
 		"license_update_base_time": noop(), "license_update_max_time": noop(),
 
 		"acl": object(with(ignoredAll(
-			"enabled", "enable_token_replication", "policy_ttl", "role_ttl", "token_ttl",
+			"enable_token_replication", "policy_ttl", "role_ttl", "token_ttl",
 			"down_policy", "enable_key_list_policy",
 			"enable_token_persistence", "msp_disable_bootstrap",
 		), map[string]*keyNode{
+			"enabled": refused("ACLs"),
 			// Honoured for intentions only: Trellis has no ACLs yet.
 			"default_policy": honoured(),
 			"tokens": object(ignoredAll(
@@ -199,10 +231,12 @@ func consulKeys() *keyNode {
 		)),
 		"cache":          object(ignoredAll("entry_fetch_max_burst", "entry_fetch_rate")),
 		"config_entries": object(ignoredAll("bootstrap")),
-		"auto_encrypt":   object(ignoredAll("tls", "dns_san", "ip_san", "allow_tls")),
-		"http_config": object(ignoredAll(
-			"block_endpoints", "allow_write_http_from", "response_headers", "use_cache", "max_header_bytes",
-		)),
+		"auto_encrypt":   refusedBlock("TLS (auto_encrypt)"),
+		"auto_config":    refusedBlock("auto_config (TLS and gossip keys from the servers)"),
+		"tls":            refusedBlock("TLS"),
+		"http_config": object(with(ignoredAll(
+			"response_headers", "use_cache", "max_header_bytes",
+		), refusedAll("HTTP endpoint restrictions", "block_endpoints", "allow_write_http_from"))),
 		"peering": object(ignoredAll("enabled", "test_allow_peer_registrations")),
 		"xds":     object(map[string]*keyNode{"update_max_per_second": honoured()}),
 		"rpc":     object(ignoredAll("enable_streaming")),
@@ -212,21 +246,20 @@ func consulKeys() *keyNode {
 	with(top, ignoredAll(
 		"advertise_addr_ipv4", "advertise_addr_ipv6", "advertise_addr_wan",
 		"advertise_addr_wan_ipv4", "advertise_addr_wan_ipv6", "advertise_reconnect_timeout",
-		"auto_config", "check", "checks", "check_output_max_size", "cloud",
+		"check", "checks", "check_output_max_size", "cloud",
 		"dns_config", "domain", "alt_domain", "recursors",
 		"default_query_time", "max_query_time",
 		"disable_coordinates", "disable_host_node_id", "disable_http_unprintable_char_filter",
 		"discard_check_output", "discovery_max_stale",
 		"enable_agent_tls_for_checks", "enable_central_service_config", "enable_debug",
 		"enable_script_checks", "enable_local_script_checks",
-		"encrypt", "encrypt_verify_incoming", "encrypt_verify_outgoing",
 		"gossip_lan", "gossip_wan", "license_path", "locality", "pid_file",
 		"primary_datacenter", "primary_gateways", "primary_gateways_interval",
 		"protocol", "raft_protocol", "raft_snapshot_threshold", "raft_snapshot_interval",
 		"raft_trailing_logs", "reconnect_timeout_wan", "rejoin_after_leave", "auto_reload_config",
 		"retry_interval_wan", "retry_max_wan", "retry_join_wan",
-		"serf_lan_allowed_cidrs", "serf_wan_allowed_cidrs", "serf_wan", "server_name",
-		"service", "services", "tls", "tagged_addresses", "telemetry", "translate_wan_addrs",
+		"serf_wan", "server_name",
+		"service", "services", "tagged_addresses", "telemetry", "translate_wan_addrs",
 		"ui", "ui_content_path", "ui_dir", "ui_config", "unix_sockets", "watches",
 		"raft_logstore", "use_streaming_backend", "snapshot_agent",
 		"check_deregister_interval_min", "check_reap_interval", "consul",
@@ -234,12 +267,23 @@ func consulKeys() *keyNode {
 		"reporting",
 		// Deprecated top-level keys (upstream deprecated.go).
 		"acl_agent_master_token", "acl_agent_token", "acl_token", "acl_enable_key_list_policy",
-		"acl_master_token", "acl_replication_token", "enable_acl_replication", "acl_datacenter",
+		"acl_master_token", "acl_replication_token", "enable_acl_replication",
 		"acl_default_policy", "acl_down_policy", "acl_ttl",
+		"tls_prefer_server_cipher_suites",
+		"start_join_wan", "raft_boltdb",
+	))
+
+	// Settings that ask for protection Trellis does not provide yet: refused
+	// when they ask for it, so that a production config never runs open.
+	with(top, refusedAll("gossip encryption", "encrypt", "encrypt_verify_incoming", "encrypt_verify_outgoing"))
+	with(top, refusedAll("gossip address restrictions", "serf_lan_allowed_cidrs", "serf_wan_allowed_cidrs"))
+	// Legacy ACLs were switched on by naming the ACL datacenter.
+	with(top, refusedAll("ACLs", "acl_datacenter"))
+	// The deprecated top-level forms of the tls block.
+	with(top, refusedAll("TLS",
 		"ca_file", "ca_path", "cert_file", "key_file", "tls_cipher_suites", "tls_min_version",
 		"verify_incoming", "verify_incoming_https", "verify_incoming_rpc", "verify_outgoing",
-		"verify_server_hostname", "tls_prefer_server_cipher_suites",
-		"start_join_wan", "raft_boltdb",
+		"verify_server_hostname",
 	))
 	return object(top)
 }
@@ -248,6 +292,13 @@ func consulKeys() *keyNode {
 type keyReport struct {
 	ignored []string // dotted paths of ignored keys that carry a value
 	invalid []string // dotted paths that are not Consul keys
+	refused []refusal
+}
+
+// refusal is one key that asks for protection Trellis does not provide.
+type refusal struct {
+	path    string // dotted, lower case
+	feature string
 }
 
 // classify walks a decoded JSON document against the key tree.
@@ -256,6 +307,7 @@ func classify(doc map[string]any) keyReport {
 	walkKeys(consulKeys(), doc, "", &r)
 	sort.Strings(r.ignored)
 	sort.Strings(r.invalid)
+	sort.Slice(r.refused, func(i, j int) bool { return r.refused[i].path < r.refused[j].path })
 	return r
 }
 
@@ -273,6 +325,11 @@ func walkKeys(node *keyNode, obj map[string]any, prefix string, r *keyReport) {
 				continue
 			}
 			child = &keyNode{status: node.openStatus}
+			if node.openStatus == keyRefused {
+				// Inside a refused block every key, at any depth, asks
+				// for the block's protection.
+				child.open, child.openStatus, child.feature = true, keyRefused, node.feature
+			}
 		}
 		if isEmptyValue(v) {
 			// Nothing is lost by ignoring an absent value: sdk/testutil
@@ -287,10 +344,32 @@ func walkKeys(node *keyNode, obj map[string]any, prefix string, r *keyReport) {
 			// A scalar where an object belongs: the typed decode of an
 			// honoured block reports it; a wholly ignored block is named.
 		}
-		if child.status == keyIgnored {
+		switch child.status {
+		case keyIgnored:
 			r.ignored = append(r.ignored, path)
+		case keyRefused:
+			if asksForProtection(v) {
+				r.refused = append(r.refused, refusal{path: path, feature: child.feature})
+			}
 		}
 	}
+}
+
+// asksForProtection reports whether a refused key's value switches the
+// protection on or tunes it, rather than leaving it off: true, a non-empty
+// string or list, a non-zero number. false and 0 only relax.
+func asksForProtection(v any) bool {
+	switch x := v.(type) {
+	case bool:
+		return x
+	case string:
+		return x != ""
+	case float64:
+		return x != 0
+	case json.Number:
+		return x.String() != "0"
+	}
+	return !isEmptyValue(v)
 }
 
 // isEmptyValue reports whether a decoded JSON value carries no setting.

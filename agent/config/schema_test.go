@@ -107,6 +107,8 @@ func TestClassify(t *testing.T) {
 		{"node_meta keys are free", map[string]any{"node_meta": map[string]any{"anything": "x"}}, nil, nil},
 		{"ca_config unknown keys are ignored, not invalid", map[string]any{"connect": map[string]any{"ca_config": map[string]any{"cluster_id": "x", "csr_max_per_second": 1.0}}},
 			[]string{"connect.ca_config.csr_max_per_second"}, nil},
+		{"refused only when asked for", map[string]any{"acl": map[string]any{"enabled": false}, "verify_incoming": false, "encrypt": "",
+			"tls": map[string]any{"defaults": map[string]any{"verify_outgoing": false}}}, nil, nil},
 		{"invalid", map[string]any{"nodename": "a", "acl": map[string]any{"tokenz": map[string]any{"x": 1.0}}, "ports": map[string]any{"dnz": 1.0}},
 			nil, []string{"acl.tokenz", "nodename", "ports.dnz"}},
 	} {

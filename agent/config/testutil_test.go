@@ -2,6 +2,7 @@ package config
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -189,6 +190,7 @@ func TestLoadTestutilConfig(t *testing.T) {
 		ignored  []string // expected in the single warning line
 		checks   []check
 		noWarned []string // must not be named as ignored
+		refused  []string // Load must fail naming each of these
 	}{
 		{
 			name:    "defaults",
@@ -226,24 +228,31 @@ func TestLoadTestutilConfig(t *testing.T) {
 			}},
 		},
 		{
-			name: "acl, tls and meta from a test callback",
+			name: "acl tokens and meta from a test callback",
 			edit: func(c *tuServerConfig) {
-				c.ACL.Enabled = true
 				c.ACL.DefaultPolicy = "deny"
 				c.ACL.Tokens.InitialManagement = "root"
 				c.NodeMeta = map[string]string{"rack": "r1"}
 				c.Datacenter = "DC2"
-				c.CAFile = "/tmp/ca.pem"
 				c.Segments = []tuSegment{{Name: "alpha", Bind: "127.0.0.1", Port: 1}}
 				c.Audit = &tuAudit{Enabled: true}
 			},
-			ignored: []string{"acl.enabled", "acl.tokens.master", "audit", "ca_file",
+			ignored: []string{"acl.tokens.master", "audit",
 				"peering.enabled", "ports.dns", "ports.grpc_tls", "ports.https", "ports.serf_wan", "segments"},
 			checks: []check{func(t *testing.T, rc *RuntimeConfig, _ []string) {
 				if rc.Datacenter != "dc2" || rc.NodeMeta["rack"] != "r1" {
 					t.Errorf("dc=%q meta=%v", rc.Datacenter, rc.NodeMeta)
 				}
 			}},
+		},
+		{
+			// A test that asks for ACLs or TLS must not get an open agent.
+			name: "acl and tls from a test callback are refused",
+			edit: func(c *tuServerConfig) {
+				c.ACL.Enabled = true
+				c.CAFile = "/tmp/ca.pem"
+			},
+			refused: []string{"acl.enabled", "ca_file"},
 		},
 		{
 			// sdk/testutil passes extra args after -config-file: flags win.
@@ -265,6 +274,17 @@ func TestLoadTestutilConfig(t *testing.T) {
 			}
 			file := writeJSON(t, dir, "config.json", cfg)
 			rc, warnings, err := Load(LoadOptions{Args: append([]string{"-config-file", file}, tc.args...)})
+			if tc.refused != nil {
+				if !errors.Is(err, ErrProtectionNotProvided) {
+					t.Fatalf("Load = %v, want ErrProtectionNotProvided", err)
+				}
+				for _, k := range tc.refused {
+					if !strings.Contains(err.Error(), k) {
+						t.Errorf("error does not name %q: %v", k, err)
+					}
+				}
+				return
+			}
 			if err != nil {
 				t.Fatalf("Load: %v", err)
 			}
