@@ -22,6 +22,8 @@ func commandTable() map[structs.MessageType]applyFunc {
 		structs.ConnectCALeafRequestType: applyConnectCALeaf,
 
 		structs.ConfigEntryRequestType: applyConfigEntry, // config_entry.go
+
+		structs.DedupRequestType: applyDedup, // dedup.go
 	}
 }
 

@@ -75,19 +75,24 @@ func (f *FSM) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
-	if len(l.Data) == 0 {
+	return f.applyCommand(l.Index, l.Data)
+}
+
+// applyCommand dispatches one framed command (type byte, body) at idx.
+func (f *FSM) applyCommand(idx uint64, data []byte) any {
+	if len(data) == 0 {
 		return ErrEmptyCommand
 	}
-	t := structs.MessageType(l.Data[0])
+	t := structs.MessageType(data[0])
 	fn, ok := f.table[t&^structs.IgnoreUnknownTypeFlag]
 	if !ok {
 		if t&structs.IgnoreUnknownTypeFlag != 0 {
-			f.logger.Warn("skipping unknown ignorable raft command", "type", uint8(t), "index", l.Index)
+			f.logger.Warn("skipping unknown ignorable raft command", "type", uint8(t), "index", idx)
 			return nil
 		}
-		panic(fmt.Errorf("fsm: unknown raft command type %d at index %d: this server is older than the cluster's log", t, l.Index))
+		panic(fmt.Errorf("fsm: unknown raft command type %d at index %d: this server is older than the cluster's log", t, idx))
 	}
-	return fn(f, l.Index, l.Data[1:])
+	return fn(f, idx, data[1:])
 }
 
 // decode decodes a command body into v, wrapping failures in ErrDecode.

@@ -17,8 +17,10 @@ import (
 // refuses a stream with another magic or a newer version instead of
 // guessing at its records.
 const (
-	snapshotMagic   = "trellis-fsm-snapshot"
-	snapshotVersion = 1
+	snapshotMagic = "trellis-fsm-snapshot"
+	// Version 2 added the applied-request records (dedup.go); version 1
+	// streams, which have none, still restore.
+	snapshotVersion = 2
 )
 
 // ErrSnapshotFormat is returned when a snapshot stream is not one this
@@ -147,6 +149,9 @@ func (s *snapshot) write(enc *codec.Encoder) error {
 	if err := writeConfigEntries(s.snap, put); err != nil { // config_entry.go
 		return err
 	}
+	if err := writeAppliedRequests(s.snap, put); err != nil { // dedup.go
+		return err
+	}
 	idxs, err := s.snap.Indexes()
 	if err != nil {
 		return err
@@ -253,6 +258,8 @@ func (f *FSM) restoreRecord(r *state.Restore, t recordType, dec *codec.Decoder) 
 		return restoreConnectCA(r, t, dec)
 	case recordConfigEntry: // config_entry.go
 		return restoreConfigEntry(r, dec)
+	case recordAppliedRequest: // dedup.go
+		return restoreAppliedRequest(r, dec)
 	case recordIndex:
 		var i state.IndexEntry
 		if err := decodeSafe(dec, &i); err != nil {

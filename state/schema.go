@@ -131,6 +131,8 @@ func schema() *memdb.DBSchema {
 		tableCASerial: caSerialTableSchema(),
 		// Config entries and intentions (config_entry.go).
 		tableConfigEntries: configEntriesTableSchema(),
+		// The FSM's at-most-once guard (requests.go).
+		tableRequests: requestsTableSchema(),
 	}}
 }
 

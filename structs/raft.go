@@ -31,6 +31,11 @@ const (
 	// ConnectCALeafRequestType reserves leaf certificate serial numbers from
 	// the replicated counter.
 	ConnectCALeafRequestType MessageType = 8
+	// DedupRequestType wraps a client write with its request ID, so that a
+	// write retried after its first attempt's outcome was lost is applied
+	// at most once (DedupRequest). Never flagged ignorable: a server that
+	// skipped it would skip the write inside.
+	DedupRequestType MessageType = 9
 )
 
 // IgnoreUnknownTypeFlag marks a command that an older FSM that does not know
@@ -59,6 +64,8 @@ func (t MessageType) String() string {
 		return "ConnectCA"
 	case ConnectCALeafRequestType:
 		return "ConnectCALeaf"
+	case DedupRequestType:
+		return "Dedup"
 	}
 	return "Unknown"
 }

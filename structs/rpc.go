@@ -43,6 +43,12 @@ func (m *QueryMeta) Meta() *QueryMeta { return m }
 type WriteRequest struct {
 	Datacenter string `json:",omitempty"`
 	Token      string `json:"-"`
+	// RequestID names one client write across every retry of it: the first
+	// agent that handles the write gives it one (EnsureRequestID), every
+	// forward and retry carries it, and the FSM applies a command with a
+	// given ID at most once (see DedupRequest). Never read from HTTP JSON:
+	// an ID is the agent's to choose.
+	RequestID string `json:"-" codec:"RequestID"`
 }
 
 // WriteOpts gives generic code the options of any write.
