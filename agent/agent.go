@@ -96,6 +96,9 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 			Datacenter: rc.Datacenter,
 			Caller:     a.pool,
 			Retryable:  server.Retryable,
+			RetryWrite: server.NotApplied,
+			// A write sent to a server that died before answering.
+			OutcomeUnknown: server.OutcomeUnknown,
 		})
 	}
 	// Local state starts before gossip so that member events, which may

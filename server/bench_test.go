@@ -20,14 +20,24 @@ import (
 //
 //	go test ./server -run '^$' -bench 'Writes' -benchtime 5000x
 func benchmarkWrites(b *testing.B, writers int, write func(s *Server, i int) error) {
+	benchmarkOps(b, writers, "writes/s", nil, write)
+}
+
+// benchmarkOps runs b.N calls of op from workers goroutines spread over a
+// 3-server on-disk cluster (after setup, when set) and reports unit,
+// p50 and p99.
+func benchmarkOps(b *testing.B, workers int, unit string, setup func(b *testing.B, leader *Server), op func(s *Server, i int) error) {
 	servers := startTestCluster(b, 3, true)
+	if setup != nil {
+		setup(b, waitForLeader(b, servers, 30*time.Second).srv)
+	}
 	lat := make([]time.Duration, b.N)
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	var failed atomic.Int64
 	b.ResetTimer()
 	start := time.Now()
-	for w := range writers {
+	for w := range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -38,7 +48,7 @@ func benchmarkWrites(b *testing.B, writers int, write func(s *Server, i int) err
 					return
 				}
 				t0 := time.Now()
-				if err := write(s, i); err != nil {
+				if err := op(s, i); err != nil {
 					failed.Add(1)
 				}
 				lat[i] = time.Since(t0)
@@ -49,10 +59,10 @@ func benchmarkWrites(b *testing.B, writers int, write func(s *Server, i int) err
 	elapsed := time.Since(start)
 	b.StopTimer()
 	if failed.Load() > 0 {
-		b.Fatalf("%d writes failed", failed.Load())
+		b.Fatalf("%d calls failed", failed.Load())
 	}
 	slices.Sort(lat)
-	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "writes/s")
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), unit)
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 }
@@ -78,4 +88,37 @@ func BenchmarkCatalogWrites(b *testing.B) {
 			Service: &structs.NodeService{ID: fmt.Sprintf("web-%d", i), Service: "web", Port: 8080},
 		}, &struct{}{})
 	})
+}
+
+// BenchmarkKVReads is the cost of each read mode: 32 readers spread over
+// the three servers read one of 100 keys. Default reads go to the leader,
+// which answers within its lease or after a quorum round; ?consistent
+// reads always wait for a round (shared by the reads that arrive during
+// one); ?stale reads are answered by the server asked.
+//
+//	go test ./server -run '^$' -bench 'KVReads' -benchtime 20000x
+func BenchmarkKVReads(b *testing.B) {
+	for _, mode := range []struct {
+		name string
+		opts structs.QueryOptions
+	}{
+		{"default", structs.QueryOptions{}},
+		{"stale", structs.QueryOptions{AllowStale: true}},
+		{"consistent", structs.QueryOptions{RequireConsistent: true}},
+	} {
+		b.Run(mode.name, func(b *testing.B) {
+			setup := func(b *testing.B, leader *Server) {
+				for i := range 100 {
+					if err := kvWrite(leader, i); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			benchmarkOps(b, 32, "reads/s", setup, func(s *Server, i int) error {
+				var out structs.IndexedDirEntries
+				return s.RPC(context.Background(), structs.MethodKVSGet, &structs.KeyRequest{
+					Key: fmt.Sprintf("bench/%d", i%100), QueryOptions: mode.opts}, &out)
+			})
+		})
+	}
 }

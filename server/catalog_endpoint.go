@@ -21,7 +21,7 @@ var (
 	ErrInvalidServiceAddr = errors.New("Invalid service address")
 )
 
-func (s *Server) catalogRegister(_ context.Context, args *structs.RegisterRequest, _ *struct{}) error {
+func (s *Server) catalogRegister(ctx context.Context, args *structs.RegisterRequest, _ *struct{}) error {
 	if args.Node == "" {
 		return ErrMissingNode
 	}
@@ -62,15 +62,15 @@ func (s *Server) catalogRegister(_ context.Context, args *structs.RegisterReques
 			return fmt.Errorf("Invalid check status: %q", c.Status)
 		}
 	}
-	_, err := s.raftApply(structs.RegisterRequestType, args)
+	_, err := s.raftApplyWrite(ctx, structs.RegisterRequestType, args)
 	return err
 }
 
-func (s *Server) catalogDeregister(_ context.Context, args *structs.DeregisterRequest, _ *struct{}) error {
+func (s *Server) catalogDeregister(ctx context.Context, args *structs.DeregisterRequest, _ *struct{}) error {
 	if args.Node == "" {
 		return ErrMissingNode
 	}
-	_, err := s.raftApply(structs.DeregisterRequestType, args)
+	_, err := s.raftApplyWrite(ctx, structs.DeregisterRequestType, args)
 	return err
 }
 

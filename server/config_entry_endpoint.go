@@ -18,7 +18,7 @@ var ErrMissingConfigEntry = errors.New("Missing config entry")
 // place in the discovery-chain graph is checked when the FSM applies it.
 // Rewriting an entry exactly as stored answers true without a Raft write
 // and without looking at the CAS index, as Consul does.
-func (s *Server) configEntryApply(_ context.Context, args *structs.ConfigEntryRequest, reply *bool) error {
+func (s *Server) configEntryApply(ctx context.Context, args *structs.ConfigEntryRequest, reply *bool) error {
 	if args.Entry == nil {
 		return ErrMissingConfigEntry
 	}
@@ -39,7 +39,7 @@ func (s *Server) configEntryApply(_ context.Context, args *structs.ConfigEntryRe
 		*reply = true
 		return nil
 	}
-	resp, err := s.raftApply(structs.ConfigEntryRequestType, args)
+	resp, err := s.raftApplyWrite(ctx, structs.ConfigEntryRequestType, args)
 	if err != nil {
 		return err
 	}
@@ -50,7 +50,7 @@ func (s *Server) configEntryApply(_ context.Context, args *structs.ConfigEntryRe
 
 // configEntryDelete deletes an entry on the leader. Deleting a missing
 // entry succeeds (with or without CAS) without a Raft write.
-func (s *Server) configEntryDelete(_ context.Context, args *structs.ConfigEntryRequest, reply *structs.ConfigEntryDeleteResponse) error {
+func (s *Server) configEntryDelete(ctx context.Context, args *structs.ConfigEntryRequest, reply *structs.ConfigEntryDeleteResponse) error {
 	if args.Entry == nil {
 		return ErrMissingConfigEntry
 	}
@@ -68,7 +68,7 @@ func (s *Server) configEntryDelete(_ context.Context, args *structs.ConfigEntryR
 		reply.Deleted = true
 		return nil
 	}
-	resp, err := s.raftApply(structs.ConfigEntryRequestType, args)
+	resp, err := s.raftApplyWrite(ctx, structs.ConfigEntryRequestType, args)
 	if err != nil {
 		return err
 	}

@@ -67,6 +67,12 @@ func (s *Server) endpointTable() map[string]endpoint {
 
 	// The reads behind client agents' proxy configuration.
 	s.proxycfgEndpoints(t)
+
+	// Writes a server may send again after an attempt whose outcome it
+	// could not learn (see retrySafe in rpc.go).
+	retrySafe(t, structs.MethodKVSApply, structs.MethodTxnApply,
+		structs.MethodCatalogRegister, structs.MethodCatalogDeregister,
+		structs.MethodSessionApply, structs.MethodConfigEntryApply, structs.MethodConfigEntryDelete)
 	return t
 }
 

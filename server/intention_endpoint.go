@@ -45,7 +45,7 @@ const intentionCASRetries = 10
 // intention's ID. It runs on the leader as a read-modify-write guarded by a
 // check-and-set on the entry, retried when another write to the same entry
 // won.
-func (s *Server) intentionApply(_ context.Context, args *structs.IntentionRequest, reply *string) error {
+func (s *Server) intentionApply(ctx context.Context, args *structs.IntentionRequest, reply *string) error {
 	*reply = ""
 	// The argument may be the caller's own (an in-process RPC): never
 	// modified.
@@ -94,7 +94,7 @@ func (s *Server) intentionApply(_ context.Context, args *structs.IntentionReques
 		}
 		if req != nil {
 			req.WriteRequest = args.WriteRequest
-			resp, err := s.raftApply(structs.ConfigEntryRequestType, req)
+			resp, err := s.raftApplyWrite(ctx, structs.ConfigEntryRequestType, req)
 			if err != nil {
 				return err
 			}

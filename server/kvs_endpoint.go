@@ -15,7 +15,7 @@ import (
 // ErrMissingKey is Consul's text for a KV write without a key.
 var ErrMissingKey = errors.New("Must provide key")
 
-func (s *Server) kvsApply(_ context.Context, args *structs.KVSRequest, reply *bool) error {
+func (s *Server) kvsApply(ctx context.Context, args *structs.KVSRequest, reply *bool) error {
 	if !args.Op.IsWrite() {
 		return fmt.Errorf("Invalid KVS operation %q", args.Op)
 	}
@@ -31,7 +31,7 @@ func (s *Server) kvsApply(_ context.Context, args *structs.KVSRequest, reply *bo
 			return nil
 		}
 	}
-	resp, err := s.raftApply(structs.KVSRequestType, args)
+	resp, err := s.raftApplyWrite(ctx, structs.KVSRequestType, args)
 	if err != nil {
 		return err
 	}
@@ -86,11 +86,11 @@ func validateTxn(ops structs.TxnOps) error {
 	return nil
 }
 
-func (s *Server) txnApply(_ context.Context, args *structs.TxnRequest, reply *structs.TxnResponse) error {
+func (s *Server) txnApply(ctx context.Context, args *structs.TxnRequest, reply *structs.TxnResponse) error {
 	if err := validateTxn(args.Ops); err != nil {
 		return err
 	}
-	resp, err := s.raftApply(structs.TxnRequestType, args)
+	resp, err := s.raftApplyWrite(ctx, structs.TxnRequestType, args)
 	if err != nil {
 		return err
 	}

@@ -67,13 +67,18 @@ func (r *leaderRun) stop(s *Server) {
 // leaderLoop performs the leader's duties until ctx ends.
 func (s *Server) leaderLoop(ctx context.Context) {
 	// Wait until every entry of earlier terms is applied, so that what we
-	// read from the store is the whole truth.
+	// read from the store is the whole truth; until then the server
+	// answers nothing but stale reads (readyToServe).
 	for {
-		if err := s.raft.Barrier(barrierTimeout).Error(); err == nil {
+		term := s.raft.CurrentTerm()
+		err := s.raft.Barrier(barrierTimeout).Error()
+		if err == nil && s.raft.CurrentTerm() == term {
+			// The barrier committed in term, after every entry of the
+			// terms before it, and the FSM has applied them all.
+			s.readyTerm.Store(term)
 			break
-		} else {
-			s.logger.Warn("leader barrier failed", "error", err)
 		}
+		s.logger.Warn("leader barrier failed", "error", err)
 		select {
 		case <-ctx.Done():
 			return
@@ -114,6 +119,13 @@ func (s *Server) leaderLoop(ctx context.Context) {
 			reapMark = s.fsm.State().LastIndex()
 		}
 	}
+}
+
+// readyToServe returns the current term and whether this server, if it
+// leads, has applied everything committed before its term.
+func (s *Server) readyToServe() (uint64, bool) {
+	term := s.raft.CurrentTerm()
+	return term, s.readyTerm.Load() == term
 }
 
 // restoreSessionTimers arms a TTL timer for every session, as a new leader

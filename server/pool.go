@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 	"fmt"
+	"net"
+	"strings"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -15,16 +17,26 @@ import (
 )
 
 // transportError is a call that failed before a server answered it (the
-// connection could not be made or broke): safe to retry elsewhere for reads,
-// and for writes only where the caller knows the write did not happen.
-type transportError struct{ err error }
+// connection could not be made or broke): safe to retry elsewhere for reads.
+// For a write, sent says whether the request may have reached the server
+// (and so may have been applied): only a write that was not sent, or whose
+// handler is deduplicated, may go again.
+type transportError struct {
+	err  error
+	sent bool
+}
 
 func (e *transportError) Error() string { return "rpc transport: " + e.err.Error() }
 func (e *transportError) Unwrap() error { return e.err }
 
+// dialFunc opens a connection to a server address.
+type dialFunc func(ctx context.Context, addr string) (net.Conn, error)
+
 // connPool keeps one gRPC connection per server address.
 type connPool struct {
 	codec *structs.Codec
+	// dial, when set, opens the pool's connections instead of grpc-go.
+	dial dialFunc
 
 	mu sync.Mutex
 	// conns is guarded by mu.
@@ -33,7 +45,7 @@ type connPool struct {
 
 // NewConnPool is the client side of the internal RPC API, for client agents
 // and for servers forwarding to the leader.
-func NewConnPool() *ConnPool { return &ConnPool{p: newConnPool()} }
+func NewConnPool() *ConnPool { return &ConnPool{p: newConnPool(nil)} }
 
 // ConnPool exposes the pool to client agents.
 type ConnPool struct{ p *connPool }
@@ -46,8 +58,8 @@ func (c *ConnPool) Call(ctx context.Context, addr, method string, args, reply an
 // Close closes every connection.
 func (c *ConnPool) Close() { c.p.Close() }
 
-func newConnPool() *connPool {
-	return &connPool{codec: structs.NewCodec(), conns: make(map[string]*grpc.ClientConn)}
+func newConnPool(dial dialFunc) *connPool {
+	return &connPool{codec: structs.NewCodec(), dial: dial, conns: make(map[string]*grpc.ClientConn)}
 }
 
 func (p *connPool) conn(addr string) (*grpc.ClientConn, error) {
@@ -56,7 +68,11 @@ func (p *connPool) conn(addr string) (*grpc.ClientConn, error) {
 	if c, ok := p.conns[addr]; ok {
 		return c, nil
 	}
-	c, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	if p.dial != nil {
+		opts = append(opts, grpc.WithContextDialer(p.dial))
+	}
+	c, err := grpc.NewClient(addr, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -80,13 +96,13 @@ func (p *connPool) Call(ctx context.Context, addr, method string, args, reply an
 	if err := c.Invoke(ctx, "/"+rpcService+"/"+method, wrapperspb.Bytes(body), &out); err != nil {
 		st, ok := status.FromError(err)
 		if !ok {
-			return &transportError{err: err}
+			return &transportError{err: err, sent: true}
 		}
 		switch st.Code() {
 		case codes.Unknown:
 			return structs.ErrorFromString(st.Message())
 		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
-			return &transportError{err: err}
+			return &transportError{err: err, sent: !neverSent(st)}
 		default:
 			return fmt.Errorf("rpc %s: %s", method, st.Message())
 		}
@@ -102,4 +118,12 @@ func (p *connPool) Close() {
 		_ = c.Close()
 		delete(p.conns, addr)
 	}
+}
+
+// neverSent reports whether a failed call's status proves the request
+// never left: grpc-go fails a call with this text when no connection to
+// the server could be made, before it writes anything. Any other failure
+// may have come after the request was sent.
+func neverSent(st *status.Status) bool {
+	return st.Code() == codes.Unavailable && strings.Contains(st.Message(), "Error while dialing")
 }

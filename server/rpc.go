@@ -41,6 +41,9 @@ type endpoint struct {
 	// here endpoints are answered by the server a call reaches, never
 	// forwarded to the leader (see servedHere).
 	here bool
+	// retrySafe writes may be sent again after an attempt whose outcome
+	// is unknown (see retrySafe).
+	retrySafe bool
 }
 
 // handle registers a typed handler under name.
@@ -82,6 +85,23 @@ func servedHere(table map[string]endpoint, name string) {
 	table[name] = ep
 }
 
+// retrySafe marks registered writes as safe to send again after an
+// attempt whose outcome is unknown (the leader lost leadership mid-commit,
+// or the connection to it broke after the request was sent). That holds
+// for a handler that proposes its commands through raftApplyWrite, so the
+// FSM applies each at most once, and whose checks before proposing give
+// the first attempt's answer again once it was applied (a KV CAS, a
+// register, a session create whose ID comes from the request ID). Other
+// writes are never re-sent after they may have reached a leader: their
+// caller is told the outcome is unknown.
+func retrySafe(table map[string]endpoint, names ...string) {
+	for _, name := range names {
+		ep := table[name]
+		ep.retrySafe = true
+		table[name] = ep
+	}
+}
+
 type queryOpts interface{ QueryOpts() *structs.QueryOptions }
 type writeOpts interface{ WriteOpts() *structs.WriteRequest }
 
@@ -113,6 +133,9 @@ func (s *Server) RPC(ctx context.Context, method string, args, reply any) (err e
 		}
 	case writeOpts:
 		dc = a.WriteOpts().Datacenter
+		// Named before the first attempt, so that every retry, here or
+		// on the server a forward reaches, carries the same ID.
+		structs.EnsureRequestID(args)
 	}
 	if dc != "" && dc != s.cfg.Datacenter {
 		return structs.ErrNoDCPath
@@ -150,39 +173,36 @@ func serve(ctx context.Context, ep endpoint, args, reply any, filter *structs.Fi
 	return nil
 }
 
-// onLeader runs the call here if this server leads, otherwise forwards it
-// (with its filter expression, which the leader applies), waiting up to
-// rpcHoldTimeout for a leader to exist.
+// onLeader runs the call here if this server leads (once it may answer:
+// see readyToServe), otherwise forwards it (with its filter expression,
+// which the leader applies), retrying within rpcHoldTimeout while a retry
+// is both useful and safe (see canRetry). A write that may have been
+// applied is never reported as "No cluster leader".
 func (s *Server) onLeader(ctx context.Context, method string, args, reply any, ep endpoint, filter *structs.Filter) error {
 	hold := time.NewTimer(rpcHoldTimeout)
 	defer hold.Stop()
-	backoff := 25 * time.Millisecond
+	backoff := 10 * time.Millisecond
+	// unknown is the first error of an attempt that may have applied
+	// the write; once set, a failure to get a definite answer reports it.
+	var unknown error
 	for {
-		if s.IsLeader() {
-			if q, ok := args.(queryOpts); ok && q.QueryOpts().RequireConsistent {
-				if err := s.raft.VerifyLeader().Error(); err != nil {
-					return fmt.Errorf("%w: %v", structs.ErrNoLeader, err)
-				}
-			}
-			return serve(ctx, ep, args, reply, filter)
+		err := s.attemptOnLeader(ctx, method, args, reply, ep, filter)
+		if err == nil {
+			return nil
 		}
-		leader := s.LeaderAddr()
-		if leader != "" && leader != s.cfg.Advertise.String() {
-			err := s.pool.Call(ctx, leader, method, args, reply)
-			// A leader that just stepped down answers ErrNoLeader; an
-			// unreachable one looks like a transport error. Both are worth
-			// another try within the hold time.
-			if err == nil || !Retryable(err) {
-				return err
-			}
+		if ep.write && unknown == nil && OutcomeUnknown(err) {
+			unknown = err
+		}
+		if !canRetry(ep.write, ep.retrySafe, err) {
+			return outcome(unknown, err)
 		}
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return outcome(unknown, ctx.Err())
 		case <-s.ctx.Done():
-			return ErrShutdown
+			return outcome(unknown, ErrShutdown)
 		case <-hold.C:
-			return structs.ErrNoLeader
+			return outcome(unknown, structs.ErrNoLeader)
 		case <-time.After(backoff):
 		}
 		if backoff < 500*time.Millisecond {
@@ -191,15 +211,104 @@ func (s *Server) onLeader(ctx context.Context, method string, args, reply any, e
 	}
 }
 
-// Retryable reports whether a failed call is worth sending again, to the
+// errNotReady: this server leads but has not yet applied what earlier
+// terms committed, so it may answer nothing but stale reads yet.
+var errNotReady = fmt.Errorf("%w: the new leader is not ready yet", structs.ErrNoLeader)
+
+// attemptOnLeader makes one attempt: here when this server leads and is
+// ready, else one forward to the leader it knows.
+func (s *Server) attemptOnLeader(ctx context.Context, method string, args, reply any, ep endpoint, filter *structs.Filter) error {
+	if s.IsLeader() {
+		term, ready := s.readyToServe()
+		if !ready {
+			return errNotReady
+		}
+		if q, ok := args.(queryOpts); ok && !ep.write {
+			if err := s.reads.confirm(ctx, term, q.QueryOpts().RequireConsistent); err != nil {
+				return err
+			}
+		}
+		return serve(withRequestID(ctx, requestIDOf(args)), ep, args, reply, filter)
+	}
+	leader := s.LeaderAddr()
+	if leader == "" || leader == s.cfg.Advertise.String() {
+		return structs.ErrNoLeader
+	}
+	return s.pool.Call(ctx, leader, method, args, reply)
+}
+
+// requestIDOf returns a write's request ID ("" for a read).
+func requestIDOf(args any) string {
+	if w, ok := args.(writeOpts); ok {
+		return w.WriteOpts().RequestID
+	}
+	return ""
+}
+
+// outcome is what a call that ended with err reports, given the first
+// error of an earlier attempt whose write may have been applied (nil for
+// none): that uncertainty outlives any later failure to reach a leader;
+// only a definite answer from a leader replaces it.
+func outcome(unknown, err error) error {
+	if unknown == nil || !inconclusive(err) {
+		return err
+	}
+	if structs.MaybeApplied(unknown) {
+		return unknown
+	}
+	return fmt.Errorf("%w: %v", structs.ErrOutcomeUnknown, unknown)
+}
+
+// inconclusive reports whether err says nothing of a write's outcome.
+func inconclusive(err error) bool {
+	return NotApplied(err) || OutcomeUnknown(err) || errors.Is(err, ErrShutdown) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// Retryable reports whether a failed read is worth sending again, to the
 // same or another server: no leader yet, leadership just changed, or the
-// server could not be reached.
+// server could not be reached. A write may go again only when NotApplied.
 func Retryable(err error) bool {
-	if errors.Is(err, structs.ErrNoLeader) || errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) {
+	if errors.Is(err, structs.ErrNoLeader) || errors.Is(err, raft.ErrNotLeader) || structs.MaybeApplied(err) {
 		return true
 	}
 	var te *transportError
 	return errors.As(err, &te)
+}
+
+// NotApplied reports whether a failed write certainly changed nothing
+// (rejected before a leader proposed it, or never sent), so that sending it
+// again is safe. (A server also retries its retry-safe writes after an
+// unknown outcome; see retrySafe.)
+func NotApplied(err error) bool {
+	if errors.Is(err, structs.ErrNoLeader) || errors.Is(err, raft.ErrNotLeader) {
+		return true
+	}
+	var te *transportError
+	return errors.As(err, &te) && !te.sent
+}
+
+// OutcomeUnknown reports whether a failed write may have been applied: a
+// leader proposed it and could not tell how it ended, or it was sent and
+// no answer came back.
+func OutcomeUnknown(err error) bool {
+	if structs.MaybeApplied(err) {
+		return true
+	}
+	var te *transportError
+	return errors.As(err, &te) && te.sent
+}
+
+// canRetry decides for one failed attempt of a call on the server.
+func canRetry(write, dedupSafe bool, err error) bool {
+	switch {
+	case !write:
+		return Retryable(err)
+	case NotApplied(err):
+		return true
+	default:
+		return dedupSafe && OutcomeUnknown(err)
+	}
 }
 
 // handleGRPC serves every internal method that arrives over gRPC.

@@ -63,6 +63,9 @@ type Config struct {
 	// Metrics is where the server registers its instruments; nil keeps
 	// them unregistered.
 	Metrics prometheus.Registerer
+	// Dial, when set, opens the connections this server forwards calls to
+	// the leader over (nil: plain TCP). Tests inject faults through it.
+	Dial func(ctx context.Context, addr string) (net.Conn, error)
 	// DefaultIntentionPolicy decides connections no intention matches:
 	// "allow" (the default, as Consul without ACLs) or "deny".
 	DefaultIntentionPolicy string
@@ -116,6 +119,12 @@ type Server struct {
 	// bootstrapped is set once this server has (or joined) a Raft
 	// configuration, after which bootstrap-expect does nothing more.
 	bootstrapped atomic.Bool
+	// readyTerm is the term in which this server, as leader, has applied
+	// every entry earlier terms committed (its barrier completed): it
+	// answers no call but stale reads in a term before that (leader.go).
+	readyTerm atomic.Uint64
+	// reads confirms leadership for the reads the leader answers (reads.go).
+	reads *readGate
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -149,7 +158,7 @@ func New(cfg Config) (*Server, error) {
 	s.endpoints = s.endpointTable()
 	s.metrics = newMetrics(cfg.Metrics, s)
 	s.sessionTimers = newSessionTimers()
-	s.pool = newConnPool()
+	s.pool = newConnPool(cfg.Dial)
 
 	s.mux = newPortMux(cfg.Listener, cfg.Logger)
 	if err := s.setupRaft(); err != nil {

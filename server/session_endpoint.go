@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"fmt"
 	"time"
 
@@ -15,13 +16,13 @@ import (
 // sessionTTLMax is Consul's upper bound on a session TTL.
 const sessionTTLMax = 24 * time.Hour
 
-func (s *Server) sessionApply(_ context.Context, args *structs.SessionRequest, reply *string) error {
+func (s *Server) sessionApply(ctx context.Context, args *structs.SessionRequest, reply *string) error {
 	switch args.Op {
 	case structs.SessionCreate:
 		if err := s.validateSession(&args.Session); err != nil {
 			return err
 		}
-		id, err := s.newSessionID()
+		id, err := s.newSessionID(requestIDFrom(ctx))
 		if err != nil {
 			return err
 		}
@@ -33,8 +34,13 @@ func (s *Server) sessionApply(_ context.Context, args *structs.SessionRequest, r
 	default:
 		return fmt.Errorf("Invalid session operation %q", args.Op)
 	}
-	if _, err := s.raftApply(structs.SessionRequestType, args); err != nil {
+	resp, err := s.raftApplyWrite(ctx, structs.SessionRequestType, args)
+	if err != nil {
 		return err
+	}
+	if id, ok := resp.(string); ok {
+		// A retried create answered from the first attempt's record.
+		args.Session.ID = id
 	}
 	switch args.Op {
 	case structs.SessionCreate:
@@ -70,8 +76,16 @@ func (s *Server) validateSession(sess *structs.Session) error {
 	return nil
 }
 
-// newSessionID returns a random UUID not used by any live session.
-func (s *Server) newSessionID() (string, error) {
+// newSessionID returns a random UUID not used by any live session. For a
+// client write with a request ID it is derived from that ID instead, so
+// that every retry of one create proposes the same session (the FSM
+// applies it once); 128 random bits make a collision as unlikely as with
+// a random UUID.
+func (s *Server) newSessionID(requestID string) (string, error) {
+	if requestID != "" {
+		sum := sha256.Sum256([]byte("session:" + requestID))
+		return formatUUID(sum[:16]), nil
+	}
 	for range 10 {
 		id, err := newUUID()
 		if err != nil {
@@ -90,9 +104,14 @@ func newUUID() (string, error) {
 	if _, err := rand.Read(b[:]); err != nil {
 		return "", err
 	}
+	return formatUUID(b[:]), nil
+}
+
+// formatUUID formats 16 bytes as a version 4 UUID.
+func formatUUID(b []byte) string {
 	b[6] = b[6]&0x0f | 0x40
 	b[8] = b[8]&0x3f | 0x80
-	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16]), nil
+	return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
 }
 
 // expireSession destroys a session whose TTL lapsed without a renewal.

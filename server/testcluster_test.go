@@ -27,6 +27,8 @@ type testServer struct {
 	serfPort int
 	rpcPort  int
 	dataDir  string
+	// dial, when set, opens the server's forwarding connections.
+	dial func(ctx context.Context, addr string) (net.Conn, error)
 }
 
 func (ts *testServer) stop(t testing.TB) {
@@ -73,6 +75,7 @@ func startTestServer(t testing.TB, ts *testServer, expect int, bootstrap bool, j
 		RaftMultiplier:  1,
 		SessionTTLMin:   time.Second,
 		Membership:      &holder,
+		Dial:            ts.dial,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -106,8 +109,9 @@ func startTestServer(t testing.TB, ts *testServer, expect int, bootstrap bool, j
 }
 
 // startTestCluster starts n servers with bootstrap-expect n (or one
-// -bootstrap server when n == 1) and waits for a leader.
-func startTestCluster(t testing.TB, n int, onDisk bool) []*testServer {
+// -bootstrap server when n == 1) and waits for a leader. Each configure
+// function may set up a server before it starts.
+func startTestCluster(t testing.TB, n int, onDisk bool, configure ...func(*testServer)) []*testServer {
 	t.Helper()
 	ports, err := harness.NewPortAllocator(harness.PortAllocatorConfig{})
 	if err != nil {
@@ -125,6 +129,9 @@ func startTestCluster(t testing.TB, n int, onDisk bool) []*testServer {
 		}
 		if onDisk {
 			ts.dataDir = t.TempDir()
+		}
+		for _, c := range configure {
+			c(ts)
 		}
 		var join []string
 		if i > 0 {

@@ -7,6 +7,7 @@ package router
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"math/rand/v2"
 	"sort"
@@ -30,9 +31,17 @@ type Config struct {
 	Logger     *slog.Logger
 	Datacenter string
 	Caller     Caller
-	// Retryable says whether an error means "try another server"
+	// Retryable says whether a failed read means "try another server"
 	// (transport failures, no leader yet).
 	Retryable func(error) bool
+	// RetryWrite says whether a failed write may be sent again: only when
+	// it certainly changed nothing (rejected before a leader proposed it,
+	// or never sent). Nil means never.
+	RetryWrite func(error) bool
+	// OutcomeUnknown says whether a failed write may have been applied
+	// (sent, and no answer came back); the caller is then told so, never
+	// "no leader". Nil means the error says so itself.
+	OutcomeUnknown func(error) bool
 	// HoldTimeout bounds how long one call keeps retrying (default 7s, as
 	// Consul's rpc_hold_timeout).
 	HoldTimeout time.Duration
@@ -59,6 +68,12 @@ func New(cfg Config) *Router {
 	}
 	if cfg.Retryable == nil {
 		cfg.Retryable = func(error) bool { return false }
+	}
+	if cfg.RetryWrite == nil {
+		cfg.RetryWrite = func(error) bool { return false }
+	}
+	if cfg.OutcomeUnknown == nil {
+		cfg.OutcomeUnknown = func(error) bool { return false }
 	}
 	return &Router{cfg: cfg, servers: make(map[string]string)}
 }
@@ -136,17 +151,31 @@ func (r *Router) failed(addr string) {
 }
 
 // RPC sends the call to a server, failing over and retrying within the
-// hold timeout while the error is retryable.
+// hold timeout while the error is retryable. A write gets its request ID
+// before the first attempt and is sent again only while it certainly
+// changed nothing; once it may have reached a server, the caller learns
+// that its outcome is unknown (the server it reached retries where that
+// is safe).
 func (r *Router) RPC(ctx context.Context, method string, args, reply any) error {
 	hold := time.NewTimer(r.cfg.HoldTimeout)
 	defer hold.Stop()
 	backoff := 20 * time.Millisecond
+	write := structs.EnsureRequestID(args) != ""
 	var lastErr error
 	for {
 		addr := r.pick()
 		if addr != "" {
 			err := r.cfg.Caller.Call(ctx, addr, method, args, reply)
-			if err == nil || !r.cfg.Retryable(err) {
+			if err == nil {
+				return nil
+			}
+			if write && !r.cfg.RetryWrite(err) {
+				if r.cfg.OutcomeUnknown(err) && !structs.MaybeApplied(err) {
+					return fmt.Errorf("%w: %v", structs.ErrOutcomeUnknown, err)
+				}
+				return err
+			}
+			if !write && !r.cfg.Retryable(err) {
 				return err
 			}
 			lastErr = err

@@ -99,3 +99,74 @@ func TestRouterHoldTimeoutAndNoServers(t *testing.T) {
 		t.Fatalf("recovered server: %v", err)
 	}
 }
+
+var (
+	errRefused = errors.New("refused before sending")
+	errLost    = errors.New("connection lost after sending")
+)
+
+// scriptedCaller answers each call with the next error of its script and
+// records the request ID each attempt carried.
+type scriptedCaller struct {
+	mu     sync.Mutex
+	script []error
+	ids    []string
+}
+
+func (c *scriptedCaller) Call(_ context.Context, _, _ string, args, _ any) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ids = append(c.ids, args.(*structs.KVSRequest).RequestID)
+	if len(c.script) == 0 {
+		return nil
+	}
+	err := c.script[0]
+	c.script = c.script[1:]
+	return err
+}
+
+// TestRouterWrites: a write carries one request ID on every attempt; it
+// is sent again only after an error that proves it changed nothing, and
+// an error that leaves its outcome unknown reaches the caller as such.
+func TestRouterWrites(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		script   []error
+		attempts int
+		want     error // nil: success
+	}{
+		{"refused, then answered", []error{errRefused, errRefused}, 3, nil},
+		{"lost after sending: not sent again", []error{errLost}, 1, structs.ErrOutcomeUnknown},
+		{"refused, then lost", []error{errRefused, errLost}, 2, structs.ErrOutcomeUnknown},
+		{"the server says leadership was lost", []error{structs.ErrLeadershipLost}, 1, structs.ErrLeadershipLost},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &scriptedCaller{script: tc.script}
+			r := New(Config{
+				Caller:         c,
+				Retryable:      func(error) bool { return true },
+				RetryWrite:     func(err error) bool { return errors.Is(err, errRefused) },
+				OutcomeUnknown: func(err error) bool { return errors.Is(err, errLost) },
+				HoldTimeout:    5 * time.Second,
+			})
+			r.Update([]serf.Member{member("s1", "127.0.0.1", 1001, serf.StatusAlive, "dc1"), member("s2", "127.0.0.1", 1002, serf.StatusAlive, "dc1")})
+			req := &structs.KVSRequest{Op: structs.KVSet, DirEnt: structs.DirEntry{Key: "k"}}
+			var ok bool
+			err := r.RPC(context.Background(), structs.MethodKVSApply, req, &ok)
+			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("err = %v, want %v", err, tc.want)
+			}
+			if errors.Is(err, structs.ErrNoLeader) {
+				t.Fatalf("a write that may have been applied reported as %v", err)
+			}
+			if len(c.ids) != tc.attempts {
+				t.Fatalf("attempts = %d, want %d", len(c.ids), tc.attempts)
+			}
+			for _, id := range c.ids {
+				if id == "" || id != req.RequestID {
+					t.Fatalf("attempt IDs %q, request ID %q: want one ID throughout", c.ids, req.RequestID)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,124 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/trellis-mesh/trellis/structs"
+)
+
+// fakeQuorum stands in for Raft's VerifyLeader: it counts rounds, can
+// hold them until released, and answers with err.
+type fakeQuorum struct {
+	rounds  atomic.Int32
+	mu      sync.Mutex
+	err     error
+	release chan struct{} // when set, rounds wait for it
+}
+
+func (q *fakeQuorum) verify() error {
+	q.rounds.Add(1)
+	q.mu.Lock()
+	release, err := q.release, q.err
+	q.mu.Unlock()
+	if release != nil {
+		<-release
+	}
+	return err
+}
+
+func (q *fakeQuorum) set(err error, release chan struct{}) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.err, q.release = err, release
+}
+
+// TestReadGateLease: default reads are answered without a quorum round
+// while the lease is fresh, and need one once it ran out (a leader paused
+// past its lease asks the quorum, which a deposed leader cannot get);
+// consistent reads always need one; a failed round is "No cluster leader"
+// so the read goes to the leader there is.
+func TestReadGateLease(t *testing.T) {
+	const term = 7
+	q := &fakeQuorum{}
+	g := newReadGate(q.verify, func() uint64 { return term }, time.Second) // a 500ms lease
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name       string
+		pause      time.Duration // before the read
+		consistent bool
+		term       uint64
+		fail       error
+		rounds     int32 // rounds run by this read
+		ok         bool
+	}{
+		{"first default read confirms", 0, false, term, nil, 1, true},
+		{"fresh lease: local", 0, false, term, nil, 0, true},
+		{"consistent: always a round", 0, true, term, nil, 1, true},
+		{"another term: a round", 0, false, term + 1, nil, 1, false}, // the fake's term is 7: the round sees it changed
+		{"paused past the lease: a round", 600 * time.Millisecond, false, term, nil, 1, true},
+		{"paused past the lease, deposed", 600 * time.Millisecond, false, term, errors.New("node is not the leader"), 1, false},
+		{"still deposed", 0, false, term, errors.New("node is not the leader"), 1, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q.set(tc.fail, nil)
+			time.Sleep(tc.pause)
+			before := q.rounds.Load()
+			err := g.confirm(ctx, tc.term, tc.consistent)
+			if got := q.rounds.Load() - before; got != tc.rounds {
+				t.Errorf("rounds = %d, want %d", got, tc.rounds)
+			}
+			if tc.ok != (err == nil) {
+				t.Fatalf("err = %v, want ok=%v", err, tc.ok)
+			}
+			if err != nil && !errors.Is(err, structs.ErrNoLeader) {
+				t.Fatalf("err = %v, want it to wrap ErrNoLeader", err)
+			}
+		})
+	}
+}
+
+// TestReadGateSharesRounds: reads that arrive while a round is in flight
+// share the next round rather than running one each, and none is answered
+// by a round that began before it arrived.
+func TestReadGateSharesRounds(t *testing.T) {
+	q := &fakeQuorum{}
+	g := newReadGate(q.verify, func() uint64 { return 1 }, time.Hour)
+	first := make(chan struct{})
+	q.set(nil, first)
+	var wg sync.WaitGroup
+	errs := make(chan error, 11)
+	wg.Add(1)
+	go func() { defer wg.Done(); errs <- g.confirm(context.Background(), 1, true) }()
+	for q.rounds.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	// Ten consistent reads arrive during the first round.
+	second := make(chan struct{})
+	for range 10 {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs <- g.confirm(context.Background(), 1, true) }()
+	}
+	time.Sleep(20 * time.Millisecond)
+	q.set(nil, second)
+	close(first)
+	for q.rounds.Load() < 2 {
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(20 * time.Millisecond)
+	close(second)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := q.rounds.Load(); got != 2 {
+		t.Fatalf("rounds = %d, want 2: the first, and one shared by the ten reads that arrived during it", got)
+	}
+}
