@@ -87,10 +87,14 @@ func (s *Server) leaderLoop(ctx context.Context) {
 	}
 	defer s.startConnectCA(ctx)() // connect_ca_leader.go
 	var health sync.WaitGroup
-	health.Add(1)
+	health.Add(2)
 	go func() {
 		defer health.Done()
 		s.serverHealthLoop(ctx) // autopilot.go
+	}()
+	go func() {
+		defer health.Done()
+		s.reads.renewWhileUsed(ctx, s.readyTerm.Load()) // reads.go
 	}()
 	defer health.Wait()
 	s.restoreSessionTimers()

@@ -117,7 +117,7 @@ func (s *Server) setupRaft() error {
 		return fmt.Errorf("server: start raft: %w", err)
 	}
 	s.raft = r
-	s.reads = newReadGate(func() error { return r.VerifyLeader().Error() }, r.CurrentTerm, conf.HeartbeatTimeout)
+	s.reads = newReadGate(func() error { return r.Barrier(applyTimeout).Error() }, r.CurrentTerm, conf.HeartbeatTimeout)
 	if hasState || s.cfg.Bootstrap {
 		s.bootstrapped.Store(true)
 	}

@@ -122,3 +122,36 @@ func TestReadGateSharesRounds(t *testing.T) {
 		t.Fatalf("rounds = %d, want 2: the first, and one shared by the ten reads that arrived during it", got)
 	}
 }
+
+// TestReadGateRenewsWhileUsed: while default reads use the lease, the
+// renewer keeps it from lapsing, so reads never wait for a round; once
+// nobody reads, it lets the lease lapse instead of asking the quorum.
+func TestReadGateRenewsWhileUsed(t *testing.T) {
+	q := &fakeQuorum{}
+	g := newReadGate(q.verify, func() uint64 { return 3 }, 4*time.Second) // a 2s lease, looked at every 500ms
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); g.renewWhileUsed(ctx, 3) }()
+	defer func() { cancel(); wg.Wait() }()
+
+	if err := g.confirm(context.Background(), 3, false); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if !g.leaseHolds(3) {
+			t.Fatal("the lease lapsed while reads were using it")
+		}
+		if err := g.confirm(context.Background(), 3, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if q.rounds.Load() < 2 {
+		t.Fatalf("rounds = %d: the lease was never renewed", q.rounds.Load())
+	}
+	idle := q.rounds.Load()
+	time.Sleep(3 * time.Second)
+	if q.rounds.Load() > idle+1 {
+		t.Fatalf("rounds went from %d to %d with nobody reading", idle, q.rounds.Load())
+	}
+}
