@@ -14,7 +14,7 @@ import (
 // populateConfigEntries applies config entry writes of several kinds
 // through the FSM, starting at index idx, and returns the last index. Maps
 // hold at most one key so that snapshots stay byte-for-byte reproducible.
-func populateConfigEntries(t *testing.T, f *FSM, idx uint64) uint64 {
+func populateConfigEntries(t testing.TB, f *FSM, idx uint64) uint64 {
 	t.Helper()
 	steps := []struct {
 		op    structs.ConfigEntryOp

@@ -9,7 +9,7 @@ import (
 )
 
 // dedup wraps a command in a DedupRequest with id, proposed at at.
-func dedup(t *testing.T, id string, at time.Time, typ structs.MessageType, msg any) *structs.DedupRequest {
+func dedup(t testing.TB, id string, at time.Time, typ structs.MessageType, msg any) *structs.DedupRequest {
 	t.Helper()
 	inner, err := structs.NewCodec().EncodeCommand(typ, msg)
 	if err != nil {
@@ -19,7 +19,7 @@ func dedup(t *testing.T, id string, at time.Time, typ structs.MessageType, msg a
 }
 
 // populateDedup applies two deduplicated writes from idx on.
-func populateDedup(t *testing.T, f *FSM, idx uint64) {
+func populateDedup(t testing.TB, f *FSM, idx uint64) {
 	t.Helper()
 	now := time.Now()
 	apply(t, f, idx, structs.DedupRequestType, dedup(t, "snap-1", now, structs.KVSRequestType,

@@ -15,7 +15,7 @@ import (
 	"github.com/trellis-mesh/trellis/structs"
 )
 
-func apply(t *testing.T, f *FSM, idx uint64, typ structs.MessageType, msg any) any {
+func apply(t testing.TB, f *FSM, idx uint64, typ structs.MessageType, msg any) any {
 	t.Helper()
 	buf, err := structs.NewCodec().EncodeCommand(typ, msg)
 	if err != nil {
@@ -25,7 +25,7 @@ func apply(t *testing.T, f *FSM, idx uint64, typ structs.MessageType, msg any) a
 }
 
 // populate writes one of everything through the FSM and returns the last index.
-func populate(t *testing.T, f *FSM) uint64 {
+func populate(t testing.TB, f *FSM) uint64 {
 	t.Helper()
 	steps := []struct {
 		typ  structs.MessageType
@@ -130,7 +130,7 @@ func (b *bufSink) ID() string    { return "test" }
 func (b *bufSink) Cancel() error { b.cancelled = true; return nil }
 func (b *bufSink) Close() error  { return nil }
 
-func snapshotBytes(t *testing.T, f *FSM) []byte {
+func snapshotBytes(t testing.TB, f *FSM) []byte {
 	t.Helper()
 	snap, err := f.Snapshot()
 	if err != nil {
@@ -291,5 +291,34 @@ func FuzzApplyCommand(f *testing.F) {
 			}
 		}()
 		fsm.Apply(&raft.Log{Index: 1, Type: raft.LogCommand, Data: data})
+	})
+}
+
+// FuzzRestore feeds arbitrary snapshot streams to Restore: it must fail
+// cleanly or restore a store whose own snapshot restores to the same bytes,
+// never panic, and a failed restore must keep the store it had.
+func FuzzRestore(f *testing.F) {
+	src := New(Config{})
+	populateDedup(f, src, populateConfigEntries(f, src, populate(f, src)+1)+1)
+	seed := snapshotBytes(f, src)
+	f.Add(seed)
+	f.Add(seed[:len(seed)/3])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fsm := New(Config{})
+		before := fsm.State()
+		if err := fsm.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+			if fsm.State() != before {
+				t.Fatal("a failed restore replaced the store")
+			}
+			return
+		}
+		again := snapshotBytes(t, fsm)
+		other := New(Config{})
+		if err := other.Restore(io.NopCloser(bytes.NewReader(again))); err != nil {
+			t.Fatalf("the snapshot of a restored store does not restore: %v", err)
+		}
+		if third := snapshotBytes(t, other); !bytes.Equal(third, again) {
+			t.Fatal("snapshot, restore, snapshot is not stable")
+		}
 	})
 }
