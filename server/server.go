@@ -189,6 +189,9 @@ func (s *Server) Shutdown() error {
 		if f := s.raft.Shutdown(); f.Error() != nil {
 			err = fmt.Errorf("raft shutdown: %w", f.Error())
 		}
+		// Pooled outbound Raft connections are not closed by Close: left
+		// open, each keeps a goroutine of the peer reading from it.
+		s.transport.CloseStreams()
 		_ = s.transport.Close()
 		_ = s.mux.Close()
 		s.wg.Wait()
