@@ -42,13 +42,21 @@ func (s *Server) openStores() (*raftStores, error) {
 	}
 	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
 	if err != nil {
-		return nil, fmt.Errorf("server: open raft.db: %w", err)
+		return nil, fmt.Errorf("server: open %s: %w", filepath.Join(dir, "raft.db"), err)
+	}
+	if err := verifyRaftLog(filepath.Join(dir, "raft.db"), bolt); err != nil { // raft_verify.go
+		_ = bolt.Close()
+		return nil, err
 	}
 	// FileSnapshotStore keeps its files under <dir>/snapshots.
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, newHCLogBridge(s.logger, "raft-snapshot"))
 	if err != nil {
 		_ = bolt.Close()
 		return nil, fmt.Errorf("server: open snapshot store: %w", err)
+	}
+	if err := verifyNewestSnapshot(dir, snaps); err != nil {
+		_ = bolt.Close()
+		return nil, err
 	}
 	cached, err := raft.NewLogCache(512, bolt)
 	if err != nil {
