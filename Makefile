@@ -7,7 +7,16 @@ GO ?= go
 # at the deadline, no crasher written; go.dev/issue/75804, fixed in 1.27).
 FUZZTIME ?= 2000x
 
-.PHONY: test unit race fuzz vet build bench
+# The Jepsen matrix: every nemesis with default and with ?consistent reads,
+# JEPSEN_DURATION of workload each (8 runs); histories, summaries and
+# porcupine's visualizations go to JEPSEN_OUT, the test output to
+# JEPSEN_OUT/jepsen.log. Raise JEPSEN_TIMEOUT with the duration: each run
+# takes about JEPSEN_DURATION plus a minute.
+JEPSEN_DURATION ?= 3m
+JEPSEN_OUT ?= $(CURDIR)/jepsen-out
+JEPSEN_TIMEOUT ?= 4h
+
+.PHONY: test unit race fuzz vet build bench jepsen
 
 build:
 	$(GO) build ./...
@@ -36,6 +45,17 @@ fuzz:
 	    $(GO) test $$pkg -run '^$$' -fuzz "^$$t$$" -fuzztime $(FUZZTIME) > /tmp/trellis-fuzz.log 2>&1 || { cat /tmp/trellis-fuzz.log; exit 1; }; \
 	  done; \
 	done
+
+# The short run (one nemesis, 30 s) is TestJepsenLinearizable in `make
+# test`; this is the whole matrix, which takes a while.
+jepsen:
+	@mkdir -p $(JEPSEN_OUT)
+	@echo "jepsen: 8 runs of $(JEPSEN_DURATION); log in $(JEPSEN_OUT)/jepsen.log"
+	@TRELLIS_JEPSEN_MATRIX=1 TRELLIS_JEPSEN_DURATION=$(JEPSEN_DURATION) TRELLIS_JEPSEN_OUT=$(JEPSEN_OUT) \
+	  $(GO) test ./integration/ -run '^(TestJepsenCheckerCatchesStaleReads|TestJepsenMatrix)$$' -count=1 -v -timeout $(JEPSEN_TIMEOUT) \
+	  > $(JEPSEN_OUT)/jepsen.log 2>&1; rc=$$?; \
+	  grep -E '^ *--- |jepsen: [0-9]+ operations|findings|^        (history|  key|write applied|false failure|servers disagree|problem|files)' $(JEPSEN_OUT)/jepsen.log | cut -c1-400; \
+	  exit $$rc
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...

@@ -37,6 +37,8 @@ func processState(p *Process) string {
 	switch {
 	case p.Starts() == 0:
 		return "never started"
+	case p.Paused():
+		return "paused by the test (killed by cleanup)"
 	case p.Running():
 		return "running (killed by cleanup)"
 	case p.UnexpectedExit() != nil:

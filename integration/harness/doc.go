@@ -1,7 +1,8 @@
 // Package harness runs Trellis as real processes for end-to-end tests: it
 // builds the trellis binary, hands out free loopback ports, starts servers,
 // client agents and -dev agents with Consul's flags, waits for a Raft leader,
-// and can kill -9, stop (SIGINT) and restart each process from its data dir.
+// and can kill -9, stop (SIGINT), pause (SIGSTOP, Pause and Resume) and
+// restart each process from its data dir.
 //
 // The package holds no package-level mutable state. A test owns everything it
 // uses: the binary path (built once in the test package's TestMain with

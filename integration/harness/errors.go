@@ -18,6 +18,9 @@ var (
 	ErrNotStarted = errors.New("harness: process not started")
 	// ErrRunning means Start was called on a process that is still running.
 	ErrRunning = errors.New("harness: process already running")
+	// ErrNotRunning means a process operation needs a running process and
+	// the current incarnation has exited.
+	ErrNotRunning = errors.New("harness: process not running")
 	// ErrStopTimeout means a process did not exit within its stop timeout
 	// after SIGINT and had to be killed with SIGKILL.
 	ErrStopTimeout = errors.New("harness: process did not exit after SIGINT")

@@ -65,6 +65,8 @@ type incarnation struct {
 	// Stop), so an exit is expected rather than a crash. Guarded by
 	// Process.mu.
 	wanted bool
+	// paused is true between Pause and Resume. Guarded by Process.mu.
+	paused bool
 }
 
 // StartProcess validates cfg and starts the process. The caller owns it:
@@ -226,6 +228,11 @@ func (p *Process) Stop() error {
 	if isClosed(inc.done) {
 		return nil
 	}
+	// A stopped process would hold SIGINT pending until the stop timeout
+	// and then be killed, so it is woken first and can shut down cleanly.
+	if err := p.resume(inc); err != nil {
+		return err
+	}
 	if err := inc.cmd.Process.Signal(os.Interrupt); err != nil && !errors.Is(err, os.ErrProcessDone) {
 		return fmt.Errorf("harness: interrupt %s: %w", p.cfg.Name, err)
 	}
@@ -252,6 +259,74 @@ func (p *Process) Restart() error {
 		}
 	}
 	return p.Start()
+}
+
+// Pause sends SIGSTOP to the current incarnation: it keeps its sockets and
+// memory but runs no code, as a machine frozen by a long GC pause or a VM
+// migration. Peers see it stop answering, not go away; connections to it
+// stay open and requests queue up until Resume (SIGCONT). Pausing a paused
+// process is a no-op. Kill ends a paused process too (SIGKILL needs no
+// SIGCONT), and Stop resumes it before its SIGINT, so the t.Cleanup of
+// StartCluster, which kills by PID, never leaves a stopped process behind.
+func (p *Process) Pause() error {
+	stop, _, err := pauseSignals()
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	inc := p.cur
+	if inc == nil {
+		return fmt.Errorf("%w: %s", ErrNotStarted, p.cfg.Name)
+	}
+	if inc.paused {
+		return nil
+	}
+	if isClosed(inc.done) {
+		return fmt.Errorf("%w: pause %s (pid %d)", ErrNotRunning, p.cfg.Name, inc.cmd.Process.Pid)
+	}
+	if err := inc.cmd.Process.Signal(stop); err != nil {
+		return fmt.Errorf("harness: pause %s: %w", p.cfg.Name, err)
+	}
+	inc.paused = true
+	return nil
+}
+
+// Resume sends SIGCONT to a process paused by Pause. Resuming a process that
+// is not paused, or that exited, is a no-op.
+func (p *Process) Resume() error {
+	inc := p.current()
+	if inc == nil {
+		return fmt.Errorf("%w: %s", ErrNotStarted, p.cfg.Name)
+	}
+	return p.resume(inc)
+}
+
+// Paused reports whether the current incarnation is paused.
+func (p *Process) Paused() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cur != nil && p.cur.paused && !isClosed(p.cur.done)
+}
+
+func (p *Process) resume(inc *incarnation) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !inc.paused {
+		return nil
+	}
+	inc.paused = false
+	if isClosed(inc.done) {
+		return nil
+	}
+	_, cont, err := pauseSignals()
+	if err != nil {
+		return err
+	}
+	if err := inc.cmd.Process.Signal(cont); err != nil && !errors.Is(err, os.ErrProcessDone) {
+		return fmt.Errorf("harness: resume %s: %w", p.cfg.Name, err)
+	}
+	return nil
 }
 
 // Logs returns everything the process wrote so far, across all starts.

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -223,4 +224,87 @@ func waitForLogCount(t *testing.T, p *Process, s string, n int) {
 	}
 	logs, _ := p.Logs()
 	t.Fatalf("log of %s never contained %q %d times:\n%s", p.Name(), s, n, logs)
+}
+
+func TestProcessPauseResume(t *testing.T) {
+	p := childProcess(t, 0)
+	if err := p.Pause(); !errors.Is(err, ErrNotStarted) {
+		t.Fatalf("Pause before start = %v, want ErrNotStarted", err)
+	}
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitForLogCount(t, p, fakeConfigPrefix, 1)
+
+	for range 2 { // the second Pause and Resume of a round are no-ops
+		if err := p.Pause(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitProcState(t, p, true)
+	if !p.Paused() || !p.Running() {
+		t.Fatalf("after Pause: Paused=%v Running=%v", p.Paused(), p.Running())
+	}
+	for range 2 {
+		if err := p.Resume(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitProcState(t, p, false)
+	if p.Paused() {
+		t.Fatal("Paused after Resume")
+	}
+
+	// Stop wakes a paused process, which then exits on SIGINT rather than
+	// being killed after the stop timeout.
+	if err := p.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	waitProcState(t, p, true)
+	if err := p.Stop(); err != nil {
+		t.Fatalf("Stop of a paused process = %v", err)
+	}
+	if err := p.ExitError(); err != nil {
+		t.Errorf("ExitError after Stop of a paused process = %v, want exit 0", err)
+	}
+	if err := p.Pause(); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("Pause after exit = %v, want ErrNotRunning", err)
+	}
+
+	// SIGKILL ends a stopped process without a SIGCONT.
+	if err := p.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitForLogCount(t, p, fakeConfigPrefix, 2)
+	if err := p.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	waitProcState(t, p, true)
+	if err := p.Kill(); err != nil {
+		t.Fatalf("Kill of a paused process = %v", err)
+	}
+	if p.Running() || p.Paused() {
+		t.Fatalf("after Kill: Running=%v Paused=%v", p.Running(), p.Paused())
+	}
+}
+
+// waitProcState polls /proc/<pid>/stat until the process is stopped (state
+// T) or not, as wanted; signal delivery is asynchronous.
+func waitProcState(t *testing.T, p *Process, stopped bool) {
+	t.Helper()
+	path := filepath.Join("/proc", strconv.Itoa(p.PID()), "stat")
+	var state string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The state follows the command name, which is in parentheses.
+		fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		state = fields[0]
+		if (state == "T") == stopped {
+			return
+		}
+	}
+	t.Fatalf("%s (pid %d) in state %q, want stopped=%v", p.Name(), p.PID(), state, stopped)
 }

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"os"
 	"os/exec"
 	"syscall"
 )
@@ -12,4 +13,9 @@ import (
 // goroutine exited while locked to them, which harness callers never do.
 func setSysProcAttr(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+}
+
+// pauseSignals returns the signals that freeze and thaw a process.
+func pauseSignals() (stop, cont os.Signal, err error) {
+	return syscall.SIGSTOP, syscall.SIGCONT, nil
 }
