@@ -97,6 +97,10 @@ func (s *Server) setupRaft() error {
 	if err != nil {
 		return err
 	}
+	if s.cfg.WrapLogStore != nil {
+		stores.log = s.cfg.WrapLogStore(stores.log)
+	}
+	stores.log = &failStopLog{LogStore: stores.log, failed: s.logWriteFailed} // failstop.go
 	s.raftStore = stores
 	s.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  &raftLayer{chanListener: s.mux.raft, advertise: s.cfg.Advertise},

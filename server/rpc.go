@@ -211,6 +211,9 @@ func (s *Server) onLeader(ctx context.Context, method string, args, reply any, e
 	}
 }
 
+// errRaftStopped: this server's Raft stopped while the server runs.
+var errRaftStopped = fmt.Errorf("%w: %w", structs.ErrNoLeader, ErrLogWriteFailed)
+
 // errNotReady: this server leads but has not yet applied what earlier
 // terms committed, so it may answer nothing but stale reads yet.
 var errNotReady = fmt.Errorf("%w: the new leader is not ready yet", structs.ErrNoLeader)
@@ -218,6 +221,11 @@ var errNotReady = fmt.Errorf("%w: the new leader is not ready yet", structs.ErrN
 // attemptOnLeader makes one attempt: here when this server leads and is
 // ready, else one forward to the leader it knows.
 func (s *Server) attemptOnLeader(ctx context.Context, method string, args, reply any, ep endpoint, filter *structs.Filter) error {
+	if s.raft.State() == raft.Shutdown && s.ctx.Err() == nil {
+		// Raft stopped after a failed log write (failstop.go): no point
+		// holding the call; another server can take it.
+		return errRaftStopped
+	}
 	if s.IsLeader() {
 		term, ready := s.readyToServe()
 		if !ready {
@@ -302,6 +310,8 @@ func OutcomeUnknown(err error) bool {
 // canRetry decides for one failed attempt of a call on the server.
 func canRetry(write, dedupSafe bool, err error) bool {
 	switch {
+	case errors.Is(err, ErrLogWriteFailed):
+		return false
 	case !write:
 		return Retryable(err)
 	case NotApplied(err):

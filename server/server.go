@@ -66,6 +66,9 @@ type Config struct {
 	// Dial, when set, opens the connections this server forwards calls to
 	// the leader over (nil: plain TCP). Tests inject faults through it.
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// WrapLogStore, when set, wraps the Raft log store (on disk or in
+	// memory) once it is open. Tests inject disk faults through it.
+	WrapLogStore func(raft.LogStore) raft.LogStore
 	// DefaultIntentionPolicy decides connections no intention matches:
 	// "allow" (the default, as Consul without ACLs) or "deny".
 	DefaultIntentionPolicy string
@@ -125,6 +128,8 @@ type Server struct {
 	readyTerm atomic.Uint64
 	// reads confirms leadership for the reads the leader answers (reads.go).
 	reads *readGate
+	// logFailed carries the first Raft log write failure (failstop.go).
+	logFailed chan error
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -151,6 +156,7 @@ func New(cfg Config) (*Server, error) {
 		// Raft blocks on this channel: buffer it so a burst of leadership
 		// flips never stalls Raft while the monitor catches up.
 		leaderNotify: make(chan bool, 16),
+		logFailed:    make(chan error, 1),
 		ctx:          ctx,
 		cancel:       cancel,
 	}
@@ -167,10 +173,14 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.grpc = grpc.NewServer(grpc.UnknownServiceHandler(s.handleGRPC))
-	s.wg.Add(2)
+	s.wg.Add(3)
 	go func() {
 		defer s.wg.Done()
 		_ = s.grpc.Serve(s.mux.grpc)
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.stopOnLogFailure()
 	}()
 	go func() {
 		defer s.wg.Done()

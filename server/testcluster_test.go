@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"github.com/hashicorp/serf/serf"
 
 	"github.com/trellis-mesh/trellis/gossip"
@@ -29,6 +30,8 @@ type testServer struct {
 	dataDir  string
 	// dial, when set, opens the server's forwarding connections.
 	dial func(ctx context.Context, addr string) (net.Conn, error)
+	// wrapLog, when set, wraps the server's Raft log store.
+	wrapLog func(raft.LogStore) raft.LogStore
 }
 
 func (ts *testServer) stop(t testing.TB) {
@@ -76,6 +79,7 @@ func startTestServer(t testing.TB, ts *testServer, expect int, bootstrap bool, j
 		SessionTTLMin:   time.Second,
 		Membership:      &holder,
 		Dial:            ts.dial,
+		WrapLogStore:    ts.wrapLog,
 	})
 	if err != nil {
 		t.Fatal(err)
