@@ -16,7 +16,7 @@ JEPSEN_DURATION ?= 3m
 JEPSEN_OUT ?= $(CURDIR)/jepsen-out
 JEPSEN_TIMEOUT ?= 4h
 
-.PHONY: test unit race fuzz vet build bench jepsen
+.PHONY: test unit race fuzz vet build bench jepsen soak
 
 build:
 	$(GO) build ./...
@@ -59,3 +59,9 @@ jepsen:
 
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+# A soak, not a speed test: catalog churn for SOAK_MINUTES; fails unless
+# heap, goroutines and open files stay flat (docs/consistency.md).
+SOAK_MINUTES ?= 10
+soak:
+	TRELLIS_SOAK_MINUTES=$(SOAK_MINUTES) $(GO) test ./server -run '^$$' -bench SoakCatalogChurn -benchtime 1x -timeout $$(( $(SOAK_MINUTES) + 10 ))m
