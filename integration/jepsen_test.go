@@ -105,7 +105,7 @@ func TestJepsenLinearizable(t *testing.T) {
 	}
 	res := runJepsen(t, jepsenRun{
 		Nemesis: spec, Reads: reads, Duration: jepsenDuration(t, shortDuration),
-		FaultEvery: faultEvery, FaultLasting: faultLasting, CheckTimeout: 3 * time.Minute,
+		FaultEvery: faultEvery, FaultLasting: faultLasting, CheckTimeout: 2 * time.Minute,
 	})
 	res.requireClean(t)
 }
