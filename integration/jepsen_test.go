@@ -37,6 +37,10 @@ const (
 	jepsenServers = 3
 	jepsenClients = 10
 	jepsenKeys    = 5
+	// keyEpoch is how long the 5 keys live before the workload moves to 5
+	// new ones (see keySpace). With 10 s, a 90 s kill-leader run checks in
+	// seconds; with one set of keys throughout it took over 10 minutes.
+	keyEpoch = 10 * time.Second
 	// A fault every 3 s lasting 2 s: about 20 a minute, with a second of
 	// quiet between them for a new leader to settle.
 	faultEvery   = 3 * time.Second
@@ -73,8 +77,8 @@ type jepsenResult struct {
 	info   porcupine.LinearizationInfo
 }
 
-// TestJepsenLinearizable: 10 clients read, write and CAS 5 keys on a
-// 3-server cluster for 30 s while one nemesis (kill-leader, kill-random,
+// TestJepsenLinearizable: 10 clients read, write and CAS 5 keys (renamed
+// every 10 s) on a 3-server cluster for 30 s while one nemesis (kill-leader, kill-random,
 // pause-leader or pause-random, in turn with the clock) strikes every 3 s;
 // reads alternate between default and ?consistent. The history, with reads
 // of every key from every server after a kill -9 of the whole cluster,
@@ -101,7 +105,7 @@ func TestJepsenLinearizable(t *testing.T) {
 	}
 	res := runJepsen(t, jepsenRun{
 		Nemesis: spec, Reads: reads, Duration: jepsenDuration(t, shortDuration),
-		FaultEvery: faultEvery, FaultLasting: faultLasting, CheckTimeout: 3 * time.Minute,
+		FaultEvery: faultEvery, FaultLasting: faultLasting, CheckTimeout: 2 * time.Minute,
 	})
 	res.requireClean(t)
 }
@@ -191,10 +195,6 @@ func runJepsen(t *testing.T, run jepsenRun) *jepsenResult {
 	ctx, cancel := context.WithTimeout(t.Context(), run.Duration+jepsenSlack)
 	defer cancel()
 
-	keys := make([]string, jepsenKeys)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("jepsen/k%d", i)
-	}
 	rec := newRecorder(jepsenClients)
 	kv := kvOps{rc: newRawClient(t), rec: rec}
 	seed := uint64(time.Now().UnixNano())
@@ -205,13 +205,14 @@ func runJepsen(t *testing.T, run jepsenRun) *jepsenResult {
 		rng: newRand(seed),
 	}
 	stopNemesis := startNemesis(ctx, nem)
+	keys := keySpace{start: time.Now(), epoch: keyEpoch, n: jepsenKeys}
 	runClients(ctx, kv, c.Servers(), jepsenClients, keys, run.Reads, run.Duration, seed)
 	faults := stopNemesis()
 	if err := c.Crashed(); err != nil {
 		rec.problem("a server crashed during the workload: %v", err)
 	}
 
-	disagree, err := finalReads(ctx, c, kv, jepsenClients, keys, run.Reads)
+	disagree, err := finalReads(ctx, c, kv, jepsenClients, keys.all(run.Duration), run.Reads)
 	if err != nil {
 		rec.problem("final reads: %v", err)
 	}

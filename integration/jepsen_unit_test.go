@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 )
@@ -258,5 +259,18 @@ func TestJepsenArtifacts(t *testing.T) {
 	}
 	if !isNoLeader(http.StatusInternalServerError, "No cluster leader") || isNoLeader(200, "No cluster leader") {
 		t.Error("isNoLeader")
+	}
+}
+
+func TestKeySpace(t *testing.T) {
+	k := keySpace{start: time.Now(), epoch: 10 * time.Second, n: 5}
+	if got := k.all(30 * time.Second); len(got) != 15 || got[0] != "jepsen/e00/k0" || got[14] != "jepsen/e02/k4" {
+		t.Errorf("all(30s) = %q", got)
+	}
+	if got := k.all(31 * time.Second); len(got) != 20 {
+		t.Errorf("all(31s) has %d keys, want 20", len(got))
+	}
+	if got := k.pick(newRand(1)); !strings.HasPrefix(got, "jepsen/e00/k") {
+		t.Errorf("pick at the start = %q", got)
 	}
 }
