@@ -89,7 +89,9 @@ func RecordResult(resp any) AppliedResult {
 	case string:
 		return AppliedResult{Kind: ResultString, String: v}
 	case *TxnResponse:
-		return AppliedResult{Kind: ResultTxn, Txn: v}
+		// A copy: the caller hands v on to the client's reply, and the
+		// record must not change with it.
+		return AppliedResult{Kind: ResultTxn, Txn: v.clone()}
 	}
 	return AppliedResult{Kind: ResultError, Error: fmt.Sprintf("%s (%T)", ErrResultNotRecordable, resp)}
 }
@@ -108,4 +110,28 @@ func (r AppliedResult) Response() any {
 		return r.Txn
 	}
 	return nil
+}
+
+// clone copies r deeply enough that no result or error is shared.
+func (r *TxnResponse) clone() *TxnResponse {
+	if r == nil {
+		return nil
+	}
+	out := &TxnResponse{}
+	for _, res := range r.Results {
+		c := &TxnResult{}
+		if res != nil && res.KV != nil {
+			kv := *res.KV
+			kv.Value = append([]byte(nil), res.KV.Value...)
+			c.KV = &kv
+		}
+		out.Results = append(out.Results, c)
+	}
+	for _, e := range r.Errors {
+		if e != nil {
+			c := *e
+			out.Errors = append(out.Errors, &c)
+		}
+	}
+	return out
 }
