@@ -48,7 +48,8 @@ func restartOnDisk(t *testing.T, prepare func(s *Server), corrupt func(t *testin
 	return err
 }
 
-func writeKeys(s *Server, t *testing.T) {
+func writeKeys(t *testing.T, s *Server) {
+	t.Helper()
 	for i := range 100 {
 		kvPut(t, s, "k-"+strconv.Itoa(i), "v-"+strconv.Itoa(i))
 	}
@@ -104,7 +105,7 @@ func TestDamagedRaftFilesAreRefused(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := restartOnDisk(t, func(s *Server) {
-				writeKeys(s, t)
+				writeKeys(t, s)
 				if tc.snapshot {
 					if err := s.raft.Snapshot().Error(); err != nil {
 						t.Fatal(err)
