@@ -317,6 +317,24 @@ func (a *Agent) Leave(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// Failed is closed once the agent can no longer do its job (its server's
+// Raft stopped after a failed log write); Failure says why. A client
+// agent never fails this way: its channel is nil. Call it after Start.
+func (a *Agent) Failed() <-chan struct{} {
+	if a.server == nil {
+		return nil
+	}
+	return a.server.Failed()
+}
+
+// Failure is why the agent failed, once Failed is closed; nil before.
+func (a *Agent) Failure() error {
+	if a.server == nil {
+		return nil
+	}
+	return a.server.Failure()
+}
+
 // Shutdown stops everything the agent started and waits for it.
 func (a *Agent) Shutdown() error {
 	var errs []error

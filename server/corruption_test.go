@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"errors"
 	"net"
 	"os"
@@ -79,12 +80,26 @@ func flipBytes(t *testing.T, path string, off int64, n int) {
 	}
 }
 
+// replaceAll replaces every occurrence of old in path by new, of the same
+// length, failing the test if there is none.
+func replaceAll(t *testing.T, path, old, new string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte(old)) {
+		t.Fatalf("%s holds no %q", path, old)
+	}
+	if err := os.WriteFile(path, bytes.ReplaceAll(b, []byte(old), []byte(new)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestDamagedRaftFilesAreRefused: a server whose newest snapshot fails its
-// checksum does not start, and the error names the file; damage the log
-// store survives (a torn tail) leaves the state intact. (Damage to bbolt's
-// page structure is not tested here: bbolt reads pages through its mmap,
-// and a bad page can fault the process, which stops it but cannot be
-// caught in a test binary.)
+// checksum, or one of whose log entries is not what was written, does not
+// start, and the error names the file; damage the log store survives (a
+// torn tail) leaves the state intact.
 func TestDamagedRaftFilesAreRefused(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
@@ -99,6 +114,11 @@ func TestDamagedRaftFilesAreRefused(t *testing.T) {
 			}
 			flipBytes(t, snaps[len(snaps)-1], 10, 8)
 		}, "state.bin"},
+		{"entry data", false, func(t *testing.T, dir string) {
+			// The value bytes of the last write, in every page that
+			// holds a copy: decoded, the entry would set another value.
+			replaceAll(t, filepath.Join(dir, "raft.db"), "v-99", "v-98")
+		}, "raft.db"},
 		{"torn tail", false, func(t *testing.T, dir string) {
 			flipBytes(t, filepath.Join(dir, "raft.db"), -4096, 4096)
 		}, ""},

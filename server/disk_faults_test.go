@@ -103,6 +103,19 @@ func TestDiskFaults(t *testing.T) {
 			if stopped := target.srv.raft.State() == raft.Shutdown; stopped != tc.full {
 				t.Fatalf("%s stopped its raft: %v, want %v", target.name, stopped, tc.full)
 			}
+			// A stopped server says so, for its process to exit.
+			if tc.full {
+				select {
+				case <-target.srv.Failed():
+				case <-time.After(10 * time.Second):
+					t.Fatal("Failed was not closed after raft stopped")
+				}
+				if err := target.srv.Failure(); !errors.Is(err, ErrLogWriteFailed) || !errors.Is(err, syscall.ENOSPC) {
+					t.Fatalf("Failure = %v, want ErrLogWriteFailed wrapping ENOSPC", err)
+				}
+			} else if err := target.srv.Failure(); err != nil {
+				t.Fatalf("a slow disk failed the server: %v", err)
+			}
 			if tc.full {
 				// The operator frees the disk and restarts the server.
 				target.stop(t)

@@ -2,6 +2,7 @@ package server
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/hashicorp/raft"
 )
@@ -43,6 +44,25 @@ func (s *Server) stopOnLogFailure() {
 		if err := s.raft.Shutdown().Error(); err != nil {
 			s.logger.Warn("raft shutdown after a log write failure", "error", err)
 		}
+		s.failure = fmt.Errorf("%w: %w", ErrLogWriteFailed, err)
+		close(s.failed)
+	}
+}
+
+// Failed is closed once this server can no longer do its job: its Raft
+// stopped after a failed log write. The process should then exit with an
+// error (as etcd does) so that a supervisor or an operator sees it, rather
+// than run on as a server that answers nothing; Failure says why.
+func (s *Server) Failed() <-chan struct{} { return s.failed }
+
+// Failure is why the server failed (an error wrapping ErrLogWriteFailed),
+// once Failed is closed; nil before.
+func (s *Server) Failure() error {
+	select {
+	case <-s.failed:
+		return s.failure
+	default:
+		return nil
 	}
 }
 

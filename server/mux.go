@@ -2,6 +2,7 @@ package server
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -142,12 +143,21 @@ func (l *chanListener) Addr() net.Addr { return l.addr }
 type raftLayer struct {
 	*chanListener
 	advertise net.Addr
+	dial      func(ctx context.Context, addr string) (net.Conn, error) // nil: plain TCP
 }
 
 func (r *raftLayer) Addr() net.Addr { return r.advertise }
 
 func (r *raftLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	conn, err := net.DialTimeout("tcp", string(address), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	dial := r.dial
+	if dial == nil {
+		dial = func(ctx context.Context, addr string) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		}
+	}
+	conn, err := dial(ctx, string(address))
 	if err != nil {
 		return nil, err
 	}

@@ -40,12 +40,8 @@ func (s *Server) openStores() (*raftStores, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("server: create raft dir: %w", err)
 	}
-	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+	bolt, logs, err := openRaftLog(filepath.Join(dir, "raft.db")) // raft_verify.go
 	if err != nil {
-		return nil, fmt.Errorf("server: open %s: %w", filepath.Join(dir, "raft.db"), err)
-	}
-	if err := verifyRaftLog(filepath.Join(dir, "raft.db"), bolt); err != nil { // raft_verify.go
-		_ = bolt.Close()
 		return nil, err
 	}
 	// FileSnapshotStore keeps its files under <dir>/snapshots.
@@ -58,7 +54,7 @@ func (s *Server) openStores() (*raftStores, error) {
 		_ = bolt.Close()
 		return nil, err
 	}
-	cached, err := raft.NewLogCache(512, bolt)
+	cached, err := raft.NewLogCache(512, logs)
 	if err != nil {
 		_ = bolt.Close()
 		return nil, err
@@ -103,7 +99,7 @@ func (s *Server) setupRaft() error {
 	stores.log = &failStopLog{LogStore: stores.log, failed: s.logWriteFailed} // failstop.go
 	s.raftStore = stores
 	s.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  &raftLayer{chanListener: s.mux.raft, advertise: s.cfg.Advertise},
+		Stream:  &raftLayer{chanListener: s.mux.raft, advertise: s.cfg.Advertise, dial: s.cfg.RaftDial},
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
 		Logger:  newHCLogBridge(s.logger, "raft-net"),
@@ -129,7 +125,7 @@ func (s *Server) setupRaft() error {
 		return fmt.Errorf("server: start raft: %w", err)
 	}
 	s.raft = r
-	s.reads = newReadGate(func() error { return r.Barrier(applyTimeout).Error() }, r.CurrentTerm, conf.HeartbeatTimeout)
+	s.reads = newReadGate(func(timeout time.Duration) error { return r.Barrier(timeout).Error() }, r.CurrentTerm, conf.HeartbeatTimeout, systemClock{base: time.Now()})
 	if hasState || s.cfg.Bootstrap {
 		s.bootstrapped.Store(true)
 	}

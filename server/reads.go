@@ -20,6 +20,25 @@ import (
 // wide margin for clocks that run at different rates.
 const leaseFraction = 0.5
 
+// leaseClock gives the two readings a lease is checked against: the
+// monotonic clock (time since a fixed point; it never jumps, but on Linux
+// it stops while the machine is suspended, when the other servers' clocks
+// go on) and the wall clock (it goes on through a suspension, and jumps
+// when it is set). A lease holds only while both say it is fresh, so a
+// jump of either, or a suspension, costs a quorum round, never a stale
+// read.
+type leaseClock interface {
+	now() (mono time.Duration, wall int64)
+}
+
+// systemClock reads the machine's clocks.
+type systemClock struct{ base time.Time }
+
+func (c systemClock) now() (time.Duration, int64) {
+	t := time.Now()
+	return t.Sub(c.base), t.UnixNano()
+}
+
 // readGate decides when the leader may answer a read from its own state:
 // the read must not see less than a write acknowledged before the read
 // arrived, even if a newer leader exists that this one does not know of
@@ -38,18 +57,19 @@ const leaseFraction = 0.5
 // process, while a newer leader was being elected: it cannot prove
 // leadership at the time a read arrived.
 type readGate struct {
-	verify      func() error  // one quorum round: nil while we lead
-	currentTerm func() uint64 // Raft's current term
+	verify      func(timeout time.Duration) error // one quorum round: nil while we lead
+	currentTerm func() uint64                     // Raft's current term
 	lease       time.Duration
-	// base anchors the lease's monotonic times, kept as nanoseconds since
-	// it so that a read checks the lease without taking mu.
-	base time.Time
+	clock       leaseClock
 
-	// leaseTerm and leaseUntil publish the lease: reads in leaseTerm may
-	// be answered locally until base+leaseUntil. Written under mu, term
-	// last cleared and first set around a change (see run).
+	// leaseTerm, leaseUntil and leaseWall publish the lease, so that a
+	// read checks it without taking mu: reads in leaseTerm may be
+	// answered locally until the monotonic reading leaseUntil, and while
+	// the wall clock reads from leaseWall to leaseWall+lease. Written
+	// under mu, term last cleared and first set around a change (see run).
 	leaseTerm  atomic.Uint64
 	leaseUntil atomic.Int64
+	leaseWall  atomic.Int64
 	// used is set by every read the lease answers, and cleared by
 	// renewWhileUsed: a lease nobody reads from is left to lapse.
 	used atomic.Bool
@@ -61,17 +81,18 @@ type readGate struct {
 
 // verifyRound is one quorum round; err is set before done closes.
 type verifyRound struct {
-	start time.Time
-	done  chan struct{}
-	err   error
+	start     time.Duration // monotonic
+	startWall int64
+	done      chan struct{}
+	err       error
 }
 
-func newReadGate(verify func() error, currentTerm func() uint64, heartbeatTimeout time.Duration) *readGate {
+func newReadGate(verify func(time.Duration) error, currentTerm func() uint64, heartbeatTimeout time.Duration, clock leaseClock) *readGate {
 	return &readGate{
 		verify:      verify,
 		currentTerm: currentTerm,
 		lease:       time.Duration(float64(heartbeatTimeout) * leaseFraction),
-		base:        time.Now(),
+		clock:       clock,
 	}
 }
 
@@ -80,7 +101,16 @@ func (g *readGate) leaseHolds(term uint64) bool {
 	if g.leaseTerm.Load() != term {
 		return false
 	}
-	return int64(time.Since(g.base)) < g.leaseUntil.Load() && g.leaseTerm.Load() == term
+	mono, wall := g.clock.now()
+	from := g.leaseWall.Load()
+	return int64(mono) < g.leaseUntil.Load() && wall >= from && wall < from+int64(g.lease) &&
+		g.leaseTerm.Load() == term
+}
+
+// newRound starts a round record at the clock's readings now.
+func (g *readGate) newRound() *verifyRound {
+	mono, wall := g.clock.now()
+	return &verifyRound{start: mono, startWall: wall, done: make(chan struct{})}
 }
 
 // confirm returns nil once this server, leader in term, may answer a read
@@ -93,7 +123,7 @@ func (g *readGate) confirm(ctx context.Context, term uint64, consistent bool) er
 		}
 		return nil
 	}
-	arrived := time.Now()
+	arrived, _ := g.clock.now()
 	for {
 		g.mu.Lock()
 		if !consistent && g.leaseHolds(term) {
@@ -102,10 +132,10 @@ func (g *readGate) confirm(ctx context.Context, term uint64, consistent bool) er
 		}
 		r := g.round
 		if r == nil {
-			r = &verifyRound{start: time.Now(), done: make(chan struct{})}
+			r = g.newRound()
 			g.round = r
 			g.mu.Unlock()
-			g.run(r, term)
+			g.run(r, term, roundTimeout(ctx))
 			return r.err
 		}
 		g.mu.Unlock()
@@ -114,7 +144,7 @@ func (g *readGate) confirm(ctx context.Context, term uint64, consistent bool) er
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-		if !r.start.Before(arrived) {
+		if r.start >= arrived {
 			// The round began after this read arrived: its answer
 			// covers the read.
 			return r.err
@@ -139,8 +169,9 @@ func (g *readGate) renewWhileUsed(ctx context.Context, term uint64) {
 			return
 		case <-tick.C:
 		}
+		mono, _ := g.clock.now()
 		if !g.used.Swap(false) || g.leaseTerm.Load() != term ||
-			g.leaseUntil.Load()-int64(time.Since(g.base)) > int64(g.lease/2) {
+			g.leaseUntil.Load()-int64(mono) > int64(g.lease/2) {
 			continue
 		}
 		g.mu.Lock()
@@ -148,16 +179,30 @@ func (g *readGate) renewWhileUsed(ctx context.Context, term uint64) {
 			g.mu.Unlock()
 			continue
 		}
-		r := &verifyRound{start: time.Now(), done: make(chan struct{})}
+		r := g.newRound()
 		g.round = r
 		g.mu.Unlock()
-		g.run(r, term)
+		// A round slower than the lease renews nothing.
+		g.run(r, term, g.lease)
 	}
 }
 
+// roundTimeout bounds a round a read runs by the read's deadline (a
+// leader whose log cannot take the round's entry, as one that is stuck,
+// must not hold the read past it) and by applyTimeout.
+func roundTimeout(ctx context.Context) time.Duration {
+	if d, ok := ctx.Deadline(); ok {
+		return min(applyTimeout, time.Until(d))
+	}
+	return applyTimeout
+}
+
 // run performs the round r for term and publishes its result.
-func (g *readGate) run(r *verifyRound, term uint64) {
-	err := g.verify()
+func (g *readGate) run(r *verifyRound, term uint64, timeout time.Duration) {
+	err := context.DeadlineExceeded
+	if timeout > 0 {
+		err = g.verify(timeout)
+	}
 	if err == nil && g.currentTerm() != term {
 		err = fmt.Errorf("term changed from %d to %d", term, g.currentTerm())
 	}
@@ -165,11 +210,12 @@ func (g *readGate) run(r *verifyRound, term uint64) {
 		r.err = fmt.Errorf("%w: leadership not confirmed: %v", structs.ErrNoLeader, err)
 	}
 	g.mu.Lock()
-	if until := int64(r.start.Add(g.lease).Sub(g.base)); r.err == nil && (g.leaseTerm.Load() != term || g.leaseUntil.Load() < until) {
+	if until := int64(r.start + g.lease); r.err == nil && (g.leaseTerm.Load() != term || g.leaseUntil.Load() <= until) {
 		// Cleared first so that no read pairs the new term with the old
 		// deadline, or the reverse.
 		g.leaseTerm.Store(0)
 		g.leaseUntil.Store(until)
+		g.leaseWall.Store(r.startWall)
 		g.leaseTerm.Store(term)
 	}
 	g.round = nil

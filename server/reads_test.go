@@ -20,7 +20,7 @@ type fakeQuorum struct {
 	release chan struct{} // when set, rounds wait for it
 }
 
-func (q *fakeQuorum) verify() error {
+func (q *fakeQuorum) verify(time.Duration) error {
 	q.rounds.Add(1)
 	q.mu.Lock()
 	release, err := q.release, q.err
@@ -45,7 +45,7 @@ func (q *fakeQuorum) set(err error, release chan struct{}) {
 func TestReadGateLease(t *testing.T) {
 	const term = 7
 	q := &fakeQuorum{}
-	g := newReadGate(q.verify, func() uint64 { return term }, time.Second) // a 500ms lease
+	g := newReadGate(q.verify, func() uint64 { return term }, time.Second, systemClock{base: time.Now()}) // a 500ms lease
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name       string
@@ -87,7 +87,7 @@ func TestReadGateLease(t *testing.T) {
 // by a round that began before it arrived.
 func TestReadGateSharesRounds(t *testing.T) {
 	q := &fakeQuorum{}
-	g := newReadGate(q.verify, func() uint64 { return 1 }, time.Hour)
+	g := newReadGate(q.verify, func() uint64 { return 1 }, time.Hour, systemClock{base: time.Now()})
 	first := make(chan struct{})
 	q.set(nil, first)
 	var wg sync.WaitGroup
@@ -128,7 +128,7 @@ func TestReadGateSharesRounds(t *testing.T) {
 // nobody reads, it lets the lease lapse instead of asking the quorum.
 func TestReadGateRenewsWhileUsed(t *testing.T) {
 	q := &fakeQuorum{}
-	g := newReadGate(q.verify, func() uint64 { return 3 }, 4*time.Second) // a 2s lease, looked at every 500ms
+	g := newReadGate(q.verify, func() uint64 { return 3 }, 4*time.Second, systemClock{base: time.Now()}) // a 2s lease, looked at every 500ms
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -153,5 +153,68 @@ func TestReadGateRenewsWhileUsed(t *testing.T) {
 	time.Sleep(3 * time.Second)
 	if q.rounds.Load() > idle+1 {
 		t.Fatalf("rounds went from %d to %d with nobody reading", idle, q.rounds.Load())
+	}
+}
+
+// fakeClock is a leaseClock a test moves by hand, each reading on its own.
+type fakeClock struct {
+	mu   sync.Mutex
+	mono time.Duration // guarded by mu
+	wall int64         // guarded by mu
+}
+
+func (c *fakeClock) now() (time.Duration, int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mono, c.wall
+}
+
+func (c *fakeClock) move(mono, wall time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.mono += mono
+	c.wall += int64(wall)
+}
+
+// TestReadGateClockJumps: the lease holds only while both the monotonic
+// and the wall clock say it is fresh. A wall clock set forward or back,
+// or a suspension of the machine (the monotonic clock stands still while
+// time goes on for the other servers), ends the lease: the next default
+// read asks the quorum, and the round starts a new lease.
+func TestReadGateClockJumps(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		mono, wall time.Duration // how each clock moves after the lease is taken
+		holds      bool
+	}{
+		{"both steady, within the lease", 100 * time.Millisecond, 100 * time.Millisecond, true},
+		{"both steady, past the lease", 600 * time.Millisecond, 600 * time.Millisecond, false},
+		{"wall set forward", 10 * time.Millisecond, time.Hour, false},
+		{"wall set back", 10 * time.Millisecond, -time.Hour, false},
+		{"wall set back a little", 10 * time.Millisecond, -time.Millisecond, false},
+		{"machine suspended", 0, 10 * time.Second, false},
+		{"monotonic runs ahead of wall", 600 * time.Millisecond, 10 * time.Millisecond, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := &fakeQuorum{}
+			clock := &fakeClock{wall: time.Date(2026, 12, 1, 0, 0, 0, 0, time.UTC).UnixNano()}
+			g := newReadGate(q.verify, func() uint64 { return 1 }, time.Second, clock) // a 500ms lease
+			if err := g.confirm(context.Background(), 1, false); err != nil {
+				t.Fatal(err)
+			}
+			clock.move(tc.mono, tc.wall)
+			before := q.rounds.Load()
+			if err := g.confirm(context.Background(), 1, false); err != nil {
+				t.Fatal(err)
+			}
+			if asked := q.rounds.Load() > before; asked == tc.holds {
+				t.Fatalf("quorum asked = %v, want %v", asked, !tc.holds)
+			}
+			// Whatever happened, a fresh round gives a lease that holds
+			// from the clocks' new readings.
+			if !g.leaseHolds(1) {
+				t.Fatal("no lease after a successful round")
+			}
+		})
 	}
 }

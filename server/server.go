@@ -66,6 +66,9 @@ type Config struct {
 	// Dial, when set, opens the connections this server forwards calls to
 	// the leader over (nil: plain TCP). Tests inject faults through it.
 	Dial func(ctx context.Context, addr string) (net.Conn, error)
+	// RaftDial, when set, opens Raft's connections to the other servers
+	// (nil: plain TCP). Tests cut the network between servers through it.
+	RaftDial func(ctx context.Context, addr string) (net.Conn, error)
 	// WrapLogStore, when set, wraps the Raft log store (on disk or in
 	// memory) once it is open. Tests inject disk faults through it.
 	WrapLogStore func(raft.LogStore) raft.LogStore
@@ -130,6 +133,10 @@ type Server struct {
 	reads *readGate
 	// logFailed carries the first Raft log write failure (failstop.go).
 	logFailed chan error
+	// failed is closed once Raft stopped on a log failure; failure, set
+	// before, says why (failstop.go).
+	failed  chan struct{}
+	failure error
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -157,6 +164,7 @@ func New(cfg Config) (*Server, error) {
 		// flips never stalls Raft while the monitor catches up.
 		leaderNotify: make(chan bool, 16),
 		logFailed:    make(chan error, 1),
+		failed:       make(chan struct{}),
 		ctx:          ctx,
 		cancel:       cancel,
 	}

@@ -30,6 +30,8 @@ type testServer struct {
 	dataDir  string
 	// dial, when set, opens the server's forwarding connections.
 	dial func(ctx context.Context, addr string) (net.Conn, error)
+	// raftDial, when set, opens the server's Raft connections.
+	raftDial func(ctx context.Context, addr string) (net.Conn, error)
 	// wrapLog, when set, wraps the server's Raft log store.
 	wrapLog func(raft.LogStore) raft.LogStore
 }
@@ -79,6 +81,7 @@ func startTestServer(t testing.TB, ts *testServer, expect int, bootstrap bool, j
 		SessionTTLMin:   time.Second,
 		Membership:      &holder,
 		Dial:            ts.dial,
+		RaftDial:        ts.raftDial,
 		WrapLogStore:    ts.wrapLog,
 	})
 	if err != nil {

@@ -26,6 +26,12 @@ type Agent interface {
 	// Start failed or was interrupted, so it must cope with a partly
 	// started agent.
 	Shutdown() error
+	// Failed, called once Start has returned, is closed if the agent can
+	// no longer do its job (nil: it cannot fail so); the process then
+	// shuts down and exits non-zero, naming Failure.
+	Failed() <-chan struct{}
+	// Failure is why the agent failed, once Failed is closed.
+	Failure() error
 }
 
 // AgentFactory builds the Agent from the loaded configuration.
@@ -130,8 +136,17 @@ func (c agentCommand) run(args []string, env *Env) int {
 		pending = nil
 		if sig == nil {
 			var ok bool
-			if sig, ok = <-sigs; !ok {
-				return 1 // the signal channel closed: nothing left to wait for
+			select {
+			case sig, ok = <-sigs:
+				if !ok {
+					return 1 // the signal channel closed: nothing left to wait for
+				}
+			case <-a.Failed():
+				// No graceful leave: the server keeps its Raft seat, to
+				// take it up again once restarted on a working disk.
+				logger.Error("agent failed; shutting down", "error", a.Failure())
+				c.stop(a, logger, sigs, false, nil)
+				return 1
 			}
 		}
 		if sig == syscall.SIGHUP {

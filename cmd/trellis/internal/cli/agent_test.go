@@ -27,6 +27,23 @@ type fakeRunner struct {
 	startBlock bool          // Start waits for its context to end
 	leaveBlock chan struct{} // Leave waits for this (or its context) when set
 	started    chan struct{}
+	failed     chan struct{} // Failed; nil: never fails
+}
+
+// failedRunner is an agent whose server failed as soon as it ran.
+func failedRunner() *fakeRunner {
+	f := &fakeRunner{failed: make(chan struct{})}
+	close(f.failed)
+	return f
+}
+
+func (f *fakeRunner) Failed() <-chan struct{} { return f.failed }
+
+func (f *fakeRunner) Failure() error {
+	if f.failed == nil {
+		return nil
+	}
+	return errors.New("raft log write failed: no space left on device")
 }
 
 func (f *fakeRunner) record(c string) {
@@ -192,6 +209,8 @@ func TestAgentSignals(t *testing.T) {
 			[]string{"start", "leave", "shutdown"}},
 		{"leave timing out still shuts down", leavingDevArgs(t), []os.Signal{syscall.SIGINT},
 			&fakeRunner{leaveBlock: make(chan struct{})}, 1, []string{"start", "leave", "shutdown"}},
+		{"a failed agent shuts down, keeps its seat and exits non-zero", leavingDevArgs(t), nil, failedRunner(), 1,
+			[]string{"start", "shutdown"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := startAgentCmd(t, fast, tc.args, tc.runner)
@@ -204,6 +223,9 @@ func TestAgentSignals(t *testing.T) {
 			}
 			if got := tc.runner.Calls(); strings.Join(got, ",") != strings.Join(tc.calls, ",") {
 				t.Errorf("calls %v, want %v", got, tc.calls)
+			}
+			if err := tc.runner.Failure(); err != nil && !strings.Contains(r.stderr.String(), err.Error()) {
+				t.Errorf("the failure is not in the log:\n%s", r.stderr)
 			}
 		})
 	}
