@@ -45,15 +45,13 @@ func (a *Agent) connectHTTPConfig(leaf *leafcert.Manager) (httpapi.LeafCerts, ht
 // denies a plain connection, which cannot be checked at L4), and without
 // one the servers' default policy does.
 type intentionAuthorizer struct {
-	rpc interface {
-		RPC(ctx context.Context, method string, args, reply any) error
-	}
-	dc string
+	rpc structs.Caller
+	dc  string
 }
 
 func (z intentionAuthorizer) ConnectAuthorize(ctx context.Context, target string, client *connect.SpiffeIDService, _ string) (bool, string, error) {
 	var matches structs.IndexedIntentionMatches
-	err := z.rpc.RPC(ctx, structs.MethodIntentionMatch, &structs.IntentionQueryRequest{
+	err := structs.MethodIntentionMatch.Call(ctx, z.rpc, &structs.IntentionQueryRequest{
 		Match:        &structs.IntentionQueryMatch{Type: structs.IntentionMatchDestination, Names: []string{target}},
 		QueryOptions: structs.QueryOptions{Datacenter: z.dc, AllowStale: true},
 	}, &matches)
@@ -73,7 +71,7 @@ func (z intentionAuthorizer) ConnectAuthorize(ctx context.Context, target string
 		return d.Allowed, fmt.Sprintf("Matched %s intention: %s", kind, d.Intention), nil
 	}
 	var check structs.IntentionQueryCheckResponse
-	err = z.rpc.RPC(ctx, structs.MethodIntentionCheck, &structs.IntentionQueryRequest{
+	err = structs.MethodIntentionCheck.Call(ctx, z.rpc, &structs.IntentionQueryRequest{
 		Check:        &structs.IntentionQueryCheck{SourceName: client.Service, DestinationName: target, SourceType: structs.IntentionSourceConsul},
 		QueryOptions: structs.QueryOptions{Datacenter: z.dc, AllowStale: true},
 	}, &check)

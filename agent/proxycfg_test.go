@@ -76,16 +76,12 @@ func TestDevAgentProxySnapshots(t *testing.T) {
 	defer stopAgent()
 	p := startTestProxycfg(t, a)
 	ctx := context.Background()
-	rpc := func(method string, args, reply any) {
-		t.Helper()
-		if err := a.RPC(ctx, method, args, reply); err != nil {
-			t.Fatalf("%s: %v", method, err)
-		}
-	}
 	entry := func(e structs.ConfigEntry) {
 		t.Helper()
 		var ok bool
-		rpc(structs.MethodConfigEntryApply, &structs.ConfigEntryRequest{Op: structs.ConfigEntryUpsert, Entry: e}, &ok)
+		if err := structs.MethodConfigEntryApply.Call(ctx, a, &structs.ConfigEntryRequest{Op: structs.ConfigEntryUpsert, Entry: e}, &ok); err != nil {
+			t.Fatal(err)
+		}
 		if !ok {
 			t.Fatalf("entry %s/%s not applied", e.GetKind(), e.GetName())
 		}
@@ -178,7 +174,9 @@ func TestDevAgentProxySnapshots(t *testing.T) {
 			change: func() {
 				cfg := &structs.CAConfiguration{Provider: structs.ConsulCAProvider, Config: map[string]any{
 					"LeafCertTTL": "72h", "PrivateKeyType": "ec", "PrivateKeyBits": 384}}
-				rpc(structs.MethodConnectCAConfigurationSet, &structs.CARequest{Config: cfg}, &struct{}{})
+				if err := structs.MethodConnectCAConfigurationSet.Call(ctx, a, &structs.CARequest{Config: cfg}, &struct{}{}); err != nil {
+					t.Fatal(err)
+				}
 			},
 			ok: func(s *proxycfg.ConfigSnapshot) bool {
 				return s.Roots.ActiveRootID != snap.Roots.ActiveRootID && len(s.Roots.Roots) == 2

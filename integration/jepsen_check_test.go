@@ -278,8 +278,8 @@ func staleReads(ops []jepsenOp) (map[string]int, []string) {
 		}
 		ws := acked[o.Key]
 		i, _ := slices.BinarySearchFunc(ws, since+1, func(w interval, t int64) int { return cmp.Compare(w.call, t) })
-		if minRet[o.Key][i] >= o.Call {
-			continue
+		if m := minRet[o.Key]; m == nil || m[i] >= o.Call {
+			continue // no acknowledged write of the key replaced the value before the read
 		}
 		phase := o.Phase
 		if phase == "" {

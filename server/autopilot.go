@@ -169,7 +169,7 @@ func (s *Server) collectRaftStats(ctx context.Context, servers []raft.Server) ma
 		go func() {
 			defer wg.Done()
 			var st structs.RaftStats
-			if err := s.pool.Call(ctx, string(srv.Address), structs.MethodStatusRaftStats, &structs.DCSpecificRequest{}, &st); err != nil {
+			if err := structs.MethodStatusRaftStats.Call(ctx, s.pool.at(string(srv.Address)), &structs.DCSpecificRequest{}, &st); err != nil {
 				s.logger.Debug("server health: no Raft stats", "server", srv.Address, "error", err)
 				return
 			}

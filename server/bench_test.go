@@ -67,7 +67,7 @@ func benchmarkOps(b *testing.B, workers int, unit string, setup func(b *testing.
 
 func kvWrite(s *Server, i int) error {
 	var ok bool
-	return s.RPC(context.Background(), structs.MethodKVSApply, &structs.KVSRequest{
+	return structs.MethodKVSApply.Call(context.Background(), s, &structs.KVSRequest{
 		Op: structs.KVSet, DirEnt: structs.DirEntry{Key: fmt.Sprintf("bench/%d", i), Value: []byte("some value of a typical size for a config key")},
 	}, &ok)
 }
@@ -81,7 +81,7 @@ func BenchmarkKVWritesOneWriter(b *testing.B) { benchmarkWrites(b, 1, kvWrite) }
 
 func BenchmarkCatalogWrites(b *testing.B) {
 	benchmarkWrites(b, 32, func(s *Server, i int) error {
-		return s.RPC(context.Background(), structs.MethodCatalogRegister, &structs.RegisterRequest{
+		return structs.MethodCatalogRegister.Call(context.Background(), s, &structs.RegisterRequest{
 			Node: fmt.Sprintf("node-%d", i%100), Address: "10.0.0.1",
 			Service: &structs.NodeService{ID: fmt.Sprintf("web-%d", i), Service: "web", Port: 8080},
 		}, &struct{}{})
@@ -114,7 +114,7 @@ func BenchmarkKVReads(b *testing.B) {
 			}
 			benchmarkOps(b, 32, "reads/s", setup, func(s *Server, i int) error {
 				var out structs.IndexedDirEntries
-				return s.RPC(context.Background(), structs.MethodKVSGet, &structs.KeyRequest{
+				return structs.MethodKVSGet.Call(context.Background(), s, &structs.KeyRequest{
 					Key: fmt.Sprintf("bench/%d", i%100), QueryOptions: mode.opts}, &out)
 			})
 		})

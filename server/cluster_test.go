@@ -133,7 +133,7 @@ func TestBlockingQueries(t *testing.T) {
 	done := make(chan result, 1)
 	go func() {
 		var r result
-		r.err = s.RPC(context.Background(), structs.MethodKVSGet, &structs.KeyRequest{Key: "watched",
+		r.err = structs.MethodKVSGet.Call(context.Background(), s, &structs.KeyRequest{Key: "watched",
 			QueryOptions: structs.QueryOptions{MinQueryIndex: first.ModifyIndex, MaxQueryTime: 10 * time.Second}}, &r.out)
 		done <- r
 	}()
@@ -193,7 +193,7 @@ func TestSessionTTLAndLockDelay(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 	var bad string
-	err := s.RPC(context.Background(), structs.MethodSessionApply, &structs.SessionRequest{Op: structs.SessionCreate,
+	err := structs.MethodSessionApply.Call(context.Background(), s, &structs.SessionRequest{Op: structs.SessionCreate,
 		Session: structs.Session{Node: "s1", TTL: "100ms", NodeChecks: []string{structs.SerfCheckID}}}, &bad)
 	if err == nil || err.Error()[:19] != "Invalid Session TTL" {
 		t.Fatalf("short TTL: %v", err)
@@ -250,7 +250,7 @@ func TestSessionTTLAndLockDelay(t *testing.T) {
 func TestUnknownDatacenterAndFilter(t *testing.T) {
 	s := startTestCluster(t, 1, false)[0].srv
 	var out structs.IndexedNodes
-	err := s.RPC(context.Background(), structs.MethodCatalogListNodes, &structs.DCSpecificRequest{QueryOptions: structs.QueryOptions{Datacenter: "dc9"}}, &out)
+	err := structs.MethodCatalogListNodes.Call(context.Background(), s, &structs.DCSpecificRequest{QueryOptions: structs.QueryOptions{Datacenter: "dc9"}}, &out)
 	if err != structs.ErrNoDCPath {
 		t.Fatalf("unknown dc: %v", err)
 	}
@@ -337,7 +337,7 @@ func TestRaftRemovePeer(t *testing.T) {
 	})
 
 	remove := func(args structs.RaftRemovePeerRequest) error {
-		return rpcErr(follower.srv, structs.MethodOperatorRaftRemovePeer, &args, &struct{}{})
+		return rpcErr(follower.srv, structs.MethodOperatorRaftRemovePeer.Name(), &args, &struct{}{})
 	}
 	if err := remove(structs.RaftRemovePeerRequest{Address: goneAddr}); err != nil {
 		t.Fatalf("remove %s: %v", goneAddr, err)

@@ -82,7 +82,7 @@ func TestConfigEntryEndpoints(t *testing.T) {
 			`Filter for subset "v1" is not a valid expression: `},
 	} {
 		var ok bool
-		err := rpcErr(s, structs.MethodConfigEntryApply, &structs.ConfigEntryRequest{Entry: tc.entry}, &ok)
+		err := rpcErr(s, structs.MethodConfigEntryApply.Name(), &structs.ConfigEntryRequest{Entry: tc.entry}, &ok)
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("%s: err = %v, want %q", tc.entry.GetKind(), err, tc.want)
 		}
@@ -96,7 +96,7 @@ func TestConfigEntryEndpoints(t *testing.T) {
 	if len(list.Entries) != 1 || list.Kind != structs.ServiceDefaults {
 		t.Fatalf("list %+v", list)
 	}
-	if err := rpcErr(s, structs.MethodConfigEntryList, &structs.ConfigEntryQuery{Kind: "bogus"}, &list); err == nil || err.Error() != "invalid config entry kind: bogus" {
+	if err := rpcErr(s, structs.MethodConfigEntryList.Name(), &structs.ConfigEntryQuery{Kind: "bogus"}, &list); err == nil || err.Error() != "invalid config entry kind: bogus" {
 		t.Fatalf("bogus kind: %v", err)
 	}
 
@@ -125,7 +125,7 @@ func TestConfigEntryBlockingGet(t *testing.T) {
 	done := make(chan structs.ConfigEntryResponse, 1)
 	go func() {
 		var out structs.ConfigEntryResponse
-		_ = rpcErr(s, structs.MethodConfigEntryGet, &structs.ConfigEntryQuery{Kind: structs.ServiceDefaults, Name: "web",
+		_ = rpcErr(s, structs.MethodConfigEntryGet.Name(), &structs.ConfigEntryQuery{Kind: structs.ServiceDefaults, Name: "web",
 			QueryOptions: structs.QueryOptions{MinQueryIndex: idx, MaxQueryTime: 10 * time.Second}}, &out)
 		done <- out
 	}()
@@ -153,7 +153,7 @@ func TestIntentionEndpoints(t *testing.T) {
 	s := startTestCluster(t, 1, false)[0].srv
 	upsert := func(src, dst string, action structs.IntentionAction, meta map[string]string) error {
 		var out string
-		return rpcErr(s, structs.MethodIntentionApply, &structs.IntentionRequest{Op: structs.IntentionOpUpsert,
+		return rpcErr(s, structs.MethodIntentionApply.Name(), &structs.IntentionRequest{Op: structs.IntentionOpUpsert,
 			Intention: &structs.Intention{SourceName: src, DestinationName: dst, Action: action, Meta: meta}}, &out)
 	}
 	check := func(src, dst string) bool {
@@ -192,7 +192,7 @@ func TestIntentionEndpoints(t *testing.T) {
 	if len(out.Intentions) != 1 || out.Intentions[0].Action != "deny" {
 		t.Fatalf("exact %+v", out.Intentions)
 	}
-	err := rpcErr(s, structs.MethodIntentionGet, &structs.IntentionQueryRequest{Exact: &structs.IntentionQueryExact{SourceName: "nope", DestinationName: "db"}}, &out)
+	err := rpcErr(s, structs.MethodIntentionGet.Name(), &structs.IntentionQueryRequest{Exact: &structs.IntentionQueryExact{SourceName: "nope", DestinationName: "db"}}, &out)
 	if err == nil || err.Error() != "Intention not found" {
 		t.Fatalf("missing exact: %v", err)
 	}
@@ -262,7 +262,7 @@ func TestDiscoveryChainEndpoint(t *testing.T) {
 	if out.Chain.Datacenter != "dc9" || out.Chain.Protocol != "tcp" || out.Chain.CustomizationHash == "" {
 		t.Fatalf("overridden chain %+v", out.Chain)
 	}
-	if err := rpcErr(s, structs.MethodDiscoveryChainGet, &structs.DiscoveryChainRequest{}, &out); err == nil {
+	if err := rpcErr(s, structs.MethodDiscoveryChainGet.Name(), &structs.DiscoveryChainRequest{}, &out); err == nil {
 		t.Fatal("chain without a name")
 	}
 }

@@ -23,11 +23,6 @@ import (
 
 // Errors of the CA endpoints. Texts are Consul's where it has one.
 var (
-	// ErrCANotInitialized is returned before the leader has created the
-	// CA (a few hundred milliseconds after the first election).
-	ErrCANotInitialized = errors.New("CA is uninitialized and unable to sign certificates yet")
-	// ErrCAStateReadOnly refuses a configuration that changes State.
-	ErrCAStateReadOnly = errors.New("Provider State is read-only. It must be omitted or identical to the current value")
 	// ErrCARootsChanged is returned when the roots moved under a rotation
 	// (another change won the check-and-set).
 	ErrCARootsChanged = errors.New("could not atomically update roots and config")
@@ -103,7 +98,7 @@ func (c *connectCA) activeAuthority(st *state.Store) (*ca.Authority, *structs.CA
 		return nil, nil, err
 	}
 	if root == nil {
-		return nil, nil, ErrCANotInitialized
+		return nil, nil, structs.ErrCANotInitialized
 	}
 	c.mu.Lock()
 	a := c.authority
@@ -128,7 +123,7 @@ func authorityFor(st *state.Store, root *structs.CARoot) (*ca.Authority, error) 
 		return nil, err
 	}
 	if key == nil {
-		return nil, fmt.Errorf("%w: no signing key for root %s", ErrCANotInitialized, root.ID)
+		return nil, fmt.Errorf("%w: no signing key for root %s", structs.ErrCANotInitialized, root.ID)
 	}
 	return ca.NewAuthority(root, key.PrivateKey)
 }

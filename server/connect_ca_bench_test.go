@@ -50,7 +50,7 @@ func BenchmarkConnectCASign(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		var out structs.IssuedCert
-		if err := s.RPC(context.Background(), structs.MethodConnectCASign, &structs.CASignRequest{CSR: csrs[i%len(csrs)]}, &out); err != nil {
+		if err := structs.MethodConnectCASign.Call(context.Background(), s, &structs.CASignRequest{CSR: csrs[i%len(csrs)]}, &out); err != nil {
 			b.Fatal(err)
 		}
 	}
@@ -72,7 +72,7 @@ func BenchmarkConnectCASignParallel(b *testing.B) {
 		i := 0
 		for pb.Next() {
 			var out structs.IssuedCert
-			if err := s.RPC(context.Background(), structs.MethodConnectCASign, &structs.CASignRequest{CSR: csrs[i%len(csrs)]}, &out); err != nil {
+			if err := structs.MethodConnectCASign.Call(context.Background(), s, &structs.CASignRequest{CSR: csrs[i%len(csrs)]}, &out); err != nil {
 				b.Error(err)
 				return
 			}

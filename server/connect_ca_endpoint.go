@@ -37,7 +37,7 @@ func (s *Server) connectCAConfigurationGet(_ context.Context, _ *structs.DCSpeci
 		return err
 	}
 	if cfg == nil {
-		return ErrCANotInitialized
+		return structs.ErrCANotInitialized
 	}
 	redactConfig(cfg)
 	*reply = *cfg
@@ -64,10 +64,10 @@ func (s *Server) connectCAConfigurationSet(_ context.Context, args *structs.CARe
 		return err
 	}
 	if current == nil {
-		return ErrCANotInitialized
+		return structs.ErrCANotInitialized
 	}
 	if len(args.Config.State) > 0 && !reflect.DeepEqual(args.Config.State, current.State) {
-		return ErrCAStateReadOnly
+		return structs.ErrCAStateReadOnly
 	}
 	next := &structs.CAConfiguration{
 		ClusterID:                current.ClusterID,
@@ -214,7 +214,7 @@ func (s *Server) connectCASign(ctx context.Context, args *structs.CASignRequest,
 		return err
 	}
 	if cfg == nil {
-		return ErrCANotInitialized
+		return structs.ErrCANotInitialized
 	}
 	parsed, err := s.connectCA.config(cfg)
 	if err != nil {

@@ -21,7 +21,7 @@ func waitForCA(t testing.TB, s *Server) *structs.IndexedCARoots {
 	deadline := time.Now().Add(15 * time.Second)
 	for {
 		var roots structs.IndexedCARoots
-		err := s.RPC(context.Background(), structs.MethodConnectCARoots, &structs.DCSpecificRequest{}, &roots)
+		err := structs.MethodConnectCARoots.Call(context.Background(), s, &structs.DCSpecificRequest{}, &roots)
 		if err == nil && roots.ActiveRootID != "" {
 			return &roots
 		}
@@ -40,7 +40,7 @@ func signFor(t testing.TB, s *Server, trustDomain, dc, service string) (*structs
 		t.Fatal(err)
 	}
 	var out structs.IssuedCert
-	err = s.RPC(context.Background(), structs.MethodConnectCASign, &structs.CASignRequest{CSR: csr}, &out)
+	err = structs.MethodConnectCASign.Call(context.Background(), s, &structs.CASignRequest{CSR: csr}, &out)
 	return &out, err
 }
 
@@ -57,8 +57,7 @@ func poolOf(t testing.TB, roots structs.CARoots) *x509.CertPool {
 
 func setCAConfig(t testing.TB, s *Server, cfg map[string]interface{}) error {
 	t.Helper()
-	return s.RPC(context.Background(), structs.MethodConnectCAConfigurationSet,
-		&structs.CARequest{Config: &structs.CAConfiguration{Provider: "consul", Config: cfg}}, &struct{}{})
+	return structs.MethodConnectCAConfigurationSet.Call(context.Background(), s, &structs.CARequest{Config: &structs.CAConfiguration{Provider: "consul", Config: cfg}}, &struct{}{})
 }
 
 func TestConnectCABootstrapAndSign(t *testing.T) {
@@ -130,7 +129,7 @@ func TestConnectCABootstrapAndSign(t *testing.T) {
 		})
 	}
 	var out structs.IssuedCert
-	if err := s.RPC(context.Background(), structs.MethodConnectCASign, &structs.CASignRequest{CSR: "junk"}, &out); !errors.Is(err, ca.ErrInvalidCSR) {
+	if err := structs.MethodConnectCASign.Call(context.Background(), s, &structs.CASignRequest{CSR: "junk"}, &out); !errors.Is(err, ca.ErrInvalidCSR) {
 		t.Fatalf("junk CSR: %v", err)
 	}
 }
@@ -154,14 +153,12 @@ func TestConnectCAConfigurationSet(t *testing.T) {
 			t.Fatalf("config %v: %v, want %q", b.cfg, err, b.want)
 		}
 	}
-	err := s.RPC(context.Background(), structs.MethodConnectCAConfigurationSet,
-		&structs.CARequest{Config: &structs.CAConfiguration{Provider: "vault"}}, &struct{}{})
+	err := structs.MethodConnectCAConfigurationSet.Call(context.Background(), s, &structs.CARequest{Config: &structs.CAConfiguration{Provider: "vault"}}, &struct{}{})
 	if err == nil || err.Error() != `could not initialize provider: unknown CA provider "vault"` {
 		t.Fatalf("vault: %v", err)
 	}
-	err = s.RPC(context.Background(), structs.MethodConnectCAConfigurationSet,
-		&structs.CARequest{Config: &structs.CAConfiguration{Provider: "consul", State: map[string]string{"a": "b"}}}, &struct{}{})
-	if !errors.Is(err, ErrCAStateReadOnly) {
+	err = structs.MethodConnectCAConfigurationSet.Call(context.Background(), s, &structs.CARequest{Config: &structs.CAConfiguration{Provider: "consul", State: map[string]string{"a": "b"}}}, &struct{}{})
+	if !errors.Is(err, structs.ErrCAStateReadOnly) {
 		t.Fatalf("state: %v", err)
 	}
 
@@ -226,7 +223,7 @@ func TestConnectCAConfigurationSet(t *testing.T) {
 		t.Fatalf("config read shows %q", shown)
 	}
 	before := s.fsm.State().LastIndex()
-	must(s.RPC(context.Background(), structs.MethodConnectCAConfigurationSet, &structs.CARequest{Config: &cfg}, &struct{}{}))
+	must(structs.MethodConnectCAConfigurationSet.Call(context.Background(), s, &structs.CARequest{Config: &cfg}, &struct{}{}))
 	if s.fsm.State().LastIndex() != before {
 		t.Fatal("writing back the read configuration changed something")
 	}

@@ -164,8 +164,7 @@ func runWriters(t *testing.T, servers []*testServer, n int, d time.Duration) map
 				key := fmt.Sprintf("w%d/%d", w, i)
 				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 				var ok bool
-				err := servers[(w+i)%len(servers)].srv.RPC(ctx, structs.MethodKVSApply,
-					&structs.KVSRequest{Op: structs.KVSet, DirEnt: structs.DirEntry{Key: key, Value: []byte("v")}}, &ok)
+				err := structs.MethodKVSApply.Call(ctx, servers[(w+i)%len(servers)].srv, &structs.KVSRequest{Op: structs.KVSet, DirEnt: structs.DirEntry{Key: key, Value: []byte("v")}}, &ok)
 				cancel()
 				o := wroteOK
 				switch {

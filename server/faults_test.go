@@ -156,7 +156,7 @@ func TestForwardedWriteCutAfterSendingAppliesOnce(t *testing.T) {
 			return err == nil && e != nil
 		}
 		err := cutDuring(t, applied, func(ctx context.Context) error {
-			return follower.srv.RPC(ctx, structs.MethodKVSApply, req, &won)
+			return structs.MethodKVSApply.Call(ctx, follower.srv, req, &won)
 		})
 		if err != nil || !won {
 			t.Fatalf("CAS after a cut connection: won=%v err=%v; want the first attempt's win", won, err)
@@ -182,7 +182,7 @@ func TestForwardedWriteCutAfterSendingAppliesOnce(t *testing.T) {
 			return err == nil && len(ixns) == 1
 		}
 		err := cutDuring(t, applied, func(ctx context.Context) error {
-			return follower.srv.RPC(ctx, structs.MethodIntentionApply, req, &id)
+			return structs.MethodIntentionApply.Call(ctx, follower.srv, req, &id)
 		})
 		if !errors.Is(err, structs.ErrOutcomeUnknown) || errors.Is(err, structs.ErrNoLeader) {
 			t.Fatalf("err = %v, want ErrOutcomeUnknown", err)
@@ -211,7 +211,7 @@ func TestWriteLosingLeadershipMidCommitIsMaybeApplied(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()
 	var applied bool
-	err := leader.srv.RPC(ctx, structs.MethodKVSApply, &structs.KVSRequest{Op: structs.KVSet, DirEnt: structs.DirEntry{Key: "k", Value: []byte("v")}}, &applied)
+	err := structs.MethodKVSApply.Call(ctx, leader.srv, &structs.KVSRequest{Op: structs.KVSet, DirEnt: structs.DirEntry{Key: "k", Value: []byte("v")}}, &applied)
 	if !errors.Is(err, structs.ErrLeadershipLost) || errors.Is(err, structs.ErrNoLeader) {
 		t.Fatalf("err = %v, want %q", err, structs.ErrLeadershipLost)
 	}
@@ -220,7 +220,7 @@ func TestWriteLosingLeadershipMidCommitIsMaybeApplied(t *testing.T) {
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 2*rpcHoldTimeout)
 	defer cancel2()
 	var ok bool
-	err = leader.srv.RPC(ctx2, structs.MethodKVSApply, &structs.KVSRequest{Op: structs.KVSet, DirEnt: structs.DirEntry{Key: "k2"}}, &ok)
+	err = structs.MethodKVSApply.Call(ctx2, leader.srv, &structs.KVSRequest{Op: structs.KVSet, DirEnt: structs.DirEntry{Key: "k2"}}, &ok)
 	if !errors.Is(err, structs.ErrNoLeader) || structs.MaybeApplied(err) {
 		t.Fatalf("a write with no leader: err = %v, want No cluster leader", err)
 	}
@@ -244,10 +244,10 @@ func TestLeaderServesNothingBeforeItsBarrier(t *testing.T) {
 		reply     any
 		answering bool
 	}{
-		{"default read", structs.MethodKVSGet, &structs.KeyRequest{Key: "k"}, new(structs.IndexedDirEntries), false},
-		{"consistent read", structs.MethodKVSGet, &structs.KeyRequest{Key: "k", QueryOptions: structs.QueryOptions{RequireConsistent: true}}, new(structs.IndexedDirEntries), false},
-		{"write", structs.MethodKVSApply, &structs.KVSRequest{Op: structs.KVSet, DirEnt: structs.DirEntry{Key: "k", Value: []byte("w")}}, new(bool), false},
-		{"stale read", structs.MethodKVSGet, &structs.KeyRequest{Key: "k", QueryOptions: structs.QueryOptions{AllowStale: true}}, new(structs.IndexedDirEntries), true},
+		{"default read", structs.MethodKVSGet.Name(), &structs.KeyRequest{Key: "k"}, new(structs.IndexedDirEntries), false},
+		{"consistent read", structs.MethodKVSGet.Name(), &structs.KeyRequest{Key: "k", QueryOptions: structs.QueryOptions{RequireConsistent: true}}, new(structs.IndexedDirEntries), false},
+		{"write", structs.MethodKVSApply.Name(), &structs.KVSRequest{Op: structs.KVSet, DirEnt: structs.DirEntry{Key: "k", Value: []byte("w")}}, new(bool), false},
+		{"stale read", structs.MethodKVSGet.Name(), &structs.KeyRequest{Key: "k", QueryOptions: structs.QueryOptions{AllowStale: true}}, new(structs.IndexedDirEntries), true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
@@ -266,7 +266,7 @@ func TestLeaderServesNothingBeforeItsBarrier(t *testing.T) {
 	var ok bool
 	done := make(chan error, 1)
 	go func() {
-		done <- s.RPC(context.Background(), structs.MethodKVSApply, &structs.KVSRequest{Op: structs.KVSet, DirEnt: structs.DirEntry{Key: "k", Value: []byte("after")}}, &ok)
+		done <- structs.MethodKVSApply.Call(context.Background(), s, &structs.KVSRequest{Op: structs.KVSet, DirEnt: structs.DirEntry{Key: "k", Value: []byte("after")}}, &ok)
 	}()
 	time.Sleep(50 * time.Millisecond)
 	s.readyTerm.Store(s.raft.CurrentTerm())

@@ -107,7 +107,7 @@ func filterMethods() []filterMethod {
 	none := []string{}
 	return []filterMethod{
 		{
-			name: "catalog nodes", method: structs.MethodCatalogListNodes,
+			name: "catalog nodes", method: structs.MethodCatalogListNodes.Name(),
 			args:  func(q structs.QueryOptions) any { return &structs.DCSpecificRequest{QueryOptions: q} },
 			reply: func() any { return new(structs.IndexedNodes) }, ids: nodes,
 			cases: []filterWant{
@@ -118,7 +118,7 @@ func filterMethods() []filterMethod {
 			},
 		},
 		{
-			name: "catalog service", method: structs.MethodCatalogServiceNodes, args: service("web", false),
+			name: "catalog service", method: structs.MethodCatalogServiceNodes.Name(), args: service("web", false),
 			reply: func() any { return new(structs.IndexedServiceNodes) }, ids: serviceNodes,
 			cases: []filterWant{
 				{`ServiceMeta.version == v2`, []string{"web-v2"}},
@@ -128,7 +128,7 @@ func filterMethods() []filterMethod {
 			},
 		},
 		{
-			name: "catalog connect", method: structs.MethodCatalogServiceNodes, args: service("web", true),
+			name: "catalog connect", method: structs.MethodCatalogServiceNodes.Name(), args: service("web", true),
 			reply: func() any { return new(structs.IndexedServiceNodes) }, ids: serviceNodes,
 			cases: []filterWant{
 				{`ServiceProxy.Upstreams.DestinationName == db`, []string{"web-v2-proxy"}},
@@ -138,7 +138,7 @@ func filterMethods() []filterMethod {
 		},
 		{
 			// Consul filters the node's services, not the node.
-			name: "catalog node", method: structs.MethodCatalogNodeServices, args: node("web-2"),
+			name: "catalog node", method: structs.MethodCatalogNodeServices.Name(), args: node("web-2"),
 			reply: func() any { return new(structs.IndexedNodeServices) },
 			ids: func(r any) []string {
 				ns := r.(*structs.IndexedNodeServices).NodeServices
@@ -160,7 +160,7 @@ func filterMethods() []filterMethod {
 			},
 		},
 		{
-			name: "health service", method: structs.MethodHealthServiceNodes, args: service("web", false),
+			name: "health service", method: structs.MethodHealthServiceNodes.Name(), args: service("web", false),
 			reply: func() any { return new(structs.IndexedCheckServiceNodes) }, ids: instances,
 			cases: []filterWant{
 				{`Service.Meta.version == v2`, []string{"web-v2"}},
@@ -172,7 +172,7 @@ func filterMethods() []filterMethod {
 			},
 		},
 		{
-			name: "health connect", method: structs.MethodHealthServiceNodes, args: service("web", true),
+			name: "health connect", method: structs.MethodHealthServiceNodes.Name(), args: service("web", true),
 			reply: func() any { return new(structs.IndexedCheckServiceNodes) }, ids: instances,
 			cases: []filterWant{
 				{`Service.Proxy.DestinationServiceName == web`, []string{"web-v2-proxy"}},
@@ -180,7 +180,7 @@ func filterMethods() []filterMethod {
 			},
 		},
 		{
-			name: "health checks", method: structs.MethodHealthServiceChecks, args: service("web", false),
+			name: "health checks", method: structs.MethodHealthServiceChecks.Name(), args: service("web", false),
 			reply: func() any { return new(structs.IndexedHealthChecks) }, ids: checks,
 			cases: []filterWant{
 				{`Status == critical`, []string{"web-v2-check"}},
@@ -190,7 +190,7 @@ func filterMethods() []filterMethod {
 		},
 		{
 			// Consul's documented example: the node's service checks.
-			name: "health node", method: structs.MethodHealthNodeChecks, args: node("web-1"),
+			name: "health node", method: structs.MethodHealthNodeChecks.Name(), args: node("web-1"),
 			reply: func() any { return new(structs.IndexedHealthChecks) }, ids: checks,
 			cases: []filterWant{
 				{`ServiceName != ""`, []string{"web-v1-check"}},
@@ -199,7 +199,7 @@ func filterMethods() []filterMethod {
 			},
 		},
 		{
-			name: "health state", method: structs.MethodHealthChecksInState,
+			name: "health state", method: structs.MethodHealthChecksInState.Name(),
 			args: func(q structs.QueryOptions) any {
 				return &structs.ChecksInStateRequest{State: structs.HealthAny, QueryOptions: q}
 			},
@@ -213,7 +213,7 @@ func filterMethods() []filterMethod {
 		{
 			// The services with an instance the filter selects, each with
 			// the tags of the selected instances.
-			name: "catalog services", method: structs.MethodCatalogListServices,
+			name: "catalog services", method: structs.MethodCatalogListServices.Name(),
 			args:  func(q structs.QueryOptions) any { return &structs.DCSpecificRequest{QueryOptions: q} },
 			reply: func() any { return new(structs.IndexedServices) },
 			// Each service, and each of its tags as service#tag.
@@ -236,7 +236,7 @@ func filterMethods() []filterMethod {
 			},
 		},
 		{
-			name: "intentions", method: structs.MethodIntentionList,
+			name: "intentions", method: structs.MethodIntentionList.Name(),
 			args:  func(q structs.QueryOptions) any { return &structs.DCSpecificRequest{QueryOptions: q} },
 			reply: func() any { return new(structs.IndexedIntentions) },
 			ids: func(r any) []string {
@@ -260,7 +260,7 @@ func TestFilterEveryEndpoint(t *testing.T) {
 			for _, c := range m.cases {
 				reply := m.reply()
 				args := m.args(structs.QueryOptions{Filter: c.filter})
-				rpc(t, s, m.method, args, reply)
+				rpcByName(t, s, m.method, args, reply)
 				if got := m.ids(reply); !slices.Equal(got, c.want) || got == nil {
 					t.Errorf("%q: got %q, want %q", c.filter, got, c.want)
 				}
@@ -272,7 +272,7 @@ func TestFilterEveryEndpoint(t *testing.T) {
 			// Without a filter, everything the cases saw is still there:
 			// filtering never touched the store's data.
 			all := m.reply()
-			rpc(t, s, m.method, m.args(structs.QueryOptions{}), all)
+			rpcByName(t, s, m.method, m.args(structs.QueryOptions{}), all)
 			for _, c := range m.cases {
 				for _, id := range c.want {
 					if !slices.Contains(m.ids(all), id) {
@@ -294,8 +294,8 @@ func TestFilterRefusedWithoutFilterableResult(t *testing.T) {
 		method      string
 		args, reply any
 	}{
-		{structs.MethodKVSGet, &structs.KeyRequest{Key: "k", QueryOptions: structs.QueryOptions{Filter: "Key == k"}}, new(structs.IndexedDirEntries)},
-		{structs.MethodStatusLeader, &structs.DCSpecificRequest{QueryOptions: structs.QueryOptions{Filter: "x == y"}}, new(string)},
+		{structs.MethodKVSGet.Name(), &structs.KeyRequest{Key: "k", QueryOptions: structs.QueryOptions{Filter: "Key == k"}}, new(structs.IndexedDirEntries)},
+		{structs.MethodStatusLeader.Name(), &structs.DCSpecificRequest{QueryOptions: structs.QueryOptions{Filter: "x == y"}}, new(string)},
 	}
 	for _, tc := range cases {
 		err := s.RPC(context.Background(), tc.method, tc.args, tc.reply)
@@ -313,7 +313,7 @@ func TestFilteredBlockingQuery(t *testing.T) {
 
 	// A malformed expression fails before the query blocks.
 	start := time.Now()
-	err := s.RPC(context.Background(), structs.MethodCatalogListNodes, &structs.DCSpecificRequest{QueryOptions: structs.QueryOptions{
+	err := structs.MethodCatalogListNodes.Call(context.Background(), s, &structs.DCSpecificRequest{QueryOptions: structs.QueryOptions{
 		Filter: malformedFilter, MinQueryIndex: first.Index, MaxQueryTime: 10 * time.Second}}, new(structs.IndexedNodes))
 	if err == nil || err.Error() != malformedFilterErr || time.Since(start) > 2*time.Second {
 		t.Fatalf("malformed filter on a blocking query: %v after %s", err, time.Since(start))
@@ -322,7 +322,7 @@ func TestFilteredBlockingQuery(t *testing.T) {
 	done := make(chan structs.IndexedNodes, 1)
 	go func() {
 		var out structs.IndexedNodes
-		if err := s.RPC(context.Background(), structs.MethodCatalogListNodes, &structs.DCSpecificRequest{QueryOptions: structs.QueryOptions{
+		if err := structs.MethodCatalogListNodes.Call(context.Background(), s, &structs.DCSpecificRequest{QueryOptions: structs.QueryOptions{
 			Filter: "Meta.rack == r1", MinQueryIndex: first.Index, MaxQueryTime: 10 * time.Second}}, &out); err != nil {
 			t.Error(err)
 		}
@@ -363,7 +363,7 @@ func TestFilterOnEveryServer(t *testing.T) {
 
 	read := func(s *Server, stale bool) (structs.IndexedCheckServiceNodes, error) {
 		var out structs.IndexedCheckServiceNodes
-		err := rpcErr(s, structs.MethodHealthServiceNodes, &structs.ServiceSpecificRequest{ServiceName: "web",
+		err := rpcErr(s, structs.MethodHealthServiceNodes.Name(), &structs.ServiceSpecificRequest{ServiceName: "web",
 			QueryOptions: structs.QueryOptions{Filter: `Service.Meta.version == v2`, AllowStale: stale}}, &out)
 		return out, err
 	}
@@ -400,12 +400,12 @@ func TestFilterOnEveryServer(t *testing.T) {
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ts.rpcPort))
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		var out structs.IndexedCheckServiceNodes
-		err := pool.Call(ctx, addr, structs.MethodHealthServiceNodes, &structs.ServiceSpecificRequest{ServiceName: "web",
+		err := pool.Call(ctx, addr, structs.MethodHealthServiceNodes.Name(), &structs.ServiceSpecificRequest{ServiceName: "web",
 			QueryOptions: structs.QueryOptions{Filter: `Checks.Status == critical`}}, &out)
 		if err != nil || !slices.Equal(ids(out), want) {
 			t.Fatalf("%s client call: %q %v", ts.name, ids(out), err)
 		}
-		err = pool.Call(ctx, addr, structs.MethodHealthServiceNodes, &structs.ServiceSpecificRequest{ServiceName: "web",
+		err = pool.Call(ctx, addr, structs.MethodHealthServiceNodes.Name(), &structs.ServiceSpecificRequest{ServiceName: "web",
 			QueryOptions: structs.QueryOptions{Filter: malformedFilter}}, &out)
 		cancel()
 		if err == nil || err.Error() != malformedFilterErr || !structs.IsInvalidFilter(err) {

@@ -16,9 +16,6 @@ import (
 
 // Intention errors with Consul's texts.
 var (
-	// ErrIntentionNotFound is Intention.Get's answer for a missing
-	// intention (the HTTP API turns it into a 404).
-	ErrIntentionNotFound = errors.New("Intention not found")
 	// ErrIntentionMeta refuses Meta on a new exact intention: it would
 	// have to be stored on the enclosing config entry.
 	ErrIntentionMeta = errors.New("Meta must not be specified")
@@ -187,7 +184,7 @@ func equalStringMaps(a, b map[string]string) bool {
 }
 
 // intentionGet reads the intention named by its legacy ID or by source and
-// destination (blocking); a missing one is ErrIntentionNotFound.
+// destination (blocking); a missing one is structs.ErrIntentionNotFound.
 func (s *Server) intentionGet(ctx context.Context, args *structs.IntentionQueryRequest, reply *structs.IndexedIntentions) error {
 	if args.IntentionID == "" && args.Exact == nil {
 		return errors.New("Exact must be specified on args")
@@ -208,7 +205,7 @@ func (s *Server) intentionGet(ctx context.Context, args *structs.IntentionQueryR
 		}
 		reply.Index = idx
 		if ixn == nil {
-			return ErrIntentionNotFound
+			return structs.ErrIntentionNotFound
 		}
 		reply.Intentions = structs.Intentions{ixn}
 		return nil

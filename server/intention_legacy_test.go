@@ -18,13 +18,13 @@ type legacyClient struct {
 
 func (c legacyClient) apply(op structs.IntentionOp, ixn *structs.Intention) (string, error) {
 	var id string
-	err := rpcErr(c.s, structs.MethodIntentionApply, &structs.IntentionRequest{Op: op, Intention: ixn}, &id)
+	err := rpcErr(c.s, structs.MethodIntentionApply.Name(), &structs.IntentionRequest{Op: op, Intention: ixn}, &id)
 	return id, err
 }
 
 func (c legacyClient) get(id string) (*structs.Intention, error) {
 	var out structs.IndexedIntentions
-	if err := rpcErr(c.s, structs.MethodIntentionGet, &structs.IntentionQueryRequest{IntentionID: id}, &out); err != nil {
+	if err := rpcErr(c.s, structs.MethodIntentionGet.Name(), &structs.IntentionQueryRequest{IntentionID: id}, &out); err != nil {
 		return nil, err
 	}
 	if len(out.Intentions) != 1 {

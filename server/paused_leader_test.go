@@ -161,7 +161,7 @@ func TestPausedLeaderServesNoStaleRead(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		var ok bool
-		_ = old.srv.RPC(ctx, structs.MethodKVSApply, &structs.KVSRequest{Op: structs.KVSet, DirEnt: structs.DirEntry{Key: "frozen", Value: []byte("x")}}, &ok)
+		_ = structs.MethodKVSApply.Call(ctx, old.srv, &structs.KVSRequest{Op: structs.KVSet, DirEnt: structs.DirEntry{Key: "frozen", Value: []byte("x")}}, &ok)
 	}()
 	select {
 	case <-entered:
@@ -195,7 +195,7 @@ func TestPausedLeaderServesNoStaleRead(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
 			var out structs.IndexedDirEntries
-			err := old.srv.RPC(ctx, structs.MethodKVSGet, &structs.KeyRequest{Key: "k", QueryOptions: tc.query}, &out)
+			err := structs.MethodKVSGet.Call(ctx, old.srv, &structs.KeyRequest{Key: "k", QueryOptions: tc.query}, &out)
 			var got string
 			if err == nil && len(out.Entries) > 0 {
 				got = string(out.Entries[0].Value)

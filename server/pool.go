@@ -98,9 +98,10 @@ func (p *connPool) Call(ctx context.Context, addr, method string, args, reply an
 		if !ok {
 			return &transportError{err: err, sent: true}
 		}
+		if serverErr := errorOf(st); serverErr != nil { // rpc_errors.go
+			return serverErr
+		}
 		switch st.Code() {
-		case codes.Unknown:
-			return structs.ErrorFromString(st.Message())
 		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
 			return &transportError{err: err, sent: !neverSent(st)}
 		default:
@@ -108,6 +109,20 @@ func (p *connPool) Call(ctx context.Context, addr, method string, args, reply an
 		}
 	}
 	return p.codec.Unmarshal(out.GetValue(), reply)
+}
+
+// at is a structs.Caller that calls the server at addr.
+func (p *connPool) at(addr string) serverAt { return serverAt{pool: p, addr: addr} }
+
+// serverAt calls one server through the pool.
+type serverAt struct {
+	pool *connPool
+	addr string
+}
+
+// RPC implements structs.Caller.
+func (s serverAt) RPC(ctx context.Context, method string, args, reply any) error {
+	return s.pool.Call(ctx, s.addr, method, args, reply)
 }
 
 // Close closes every connection.

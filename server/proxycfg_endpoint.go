@@ -18,11 +18,10 @@ import (
 
 // proxycfgEndpoints registers the methods of this file.
 func (s *Server) proxycfgEndpoints(t map[string]endpoint) {
-	const read = false
-	handle(t, query.MethodResolveServiceConfig, read, s.resolveServiceConfig)
-	handle(t, query.MethodIntentionUpstreams, read, s.intentionUpstreams)
-	handle(t, query.MethodGatewayServices, read, s.gatewayServices)
-	handle(t, query.MethodServicesByKind, read, s.servicesByKind)
+	handle(t, structs.MethodResolveServiceConfig, s.resolveServiceConfig)
+	handle(t, structs.MethodIntentionUpstreams, s.intentionUpstreams)
+	handle(t, structs.MethodGatewayServices, s.gatewayServices)
+	handle(t, structs.MethodServicesByKind, s.servicesByKind)
 }
 
 func (s *Server) resolveServiceConfig(ctx context.Context, args *structs.ServiceConfigRequest, reply *structs.ServiceConfigResponse) error {

@@ -171,7 +171,7 @@ func (s *Server) maybeBootstrap() {
 		}
 		var peers []string
 		ctx, cancel := context.WithTimeout(s.ctx, 2*time.Second)
-		err := s.pool.Call(ctx, srv.Addr, structs.MethodStatusPeers, &structs.DCSpecificRequest{}, &peers)
+		err := structs.MethodStatusPeers.Call(ctx, s.pool.at(srv.Addr), &structs.DCSpecificRequest{}, &peers)
 		cancel()
 		if err != nil {
 			s.logger.Debug("bootstrap: cannot ask peer for its peers yet", "peer", srv.Name, "error", err)

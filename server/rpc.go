@@ -46,10 +46,11 @@ type endpoint struct {
 	retrySafe bool
 }
 
-// handle registers a typed handler under name.
-func handle[A, R any](table map[string]endpoint, name string, write bool, fn func(context.Context, *A, *R) error) {
-	table[name] = endpoint{
-		write:    write,
+// handle registers the handler of method m: fn's types are m's, so that a
+// handler cannot disagree with the callers of m.
+func handle[A, R any](table map[string]endpoint, m structs.Method[A, R], fn func(context.Context, *A, *R) error) {
+	table[m.Name()] = endpoint{
+		write:    m.Write(),
 		newArgs:  func() any { return new(A) },
 		newReply: func() any { return new(R) },
 		fn: func(ctx context.Context, a, r any) error {
@@ -70,19 +71,19 @@ func handle[A, R any](table map[string]endpoint, name string, write bool, fn fun
 // answers service names and tags, built from the instances the filter
 // selects), so serve hands it the expression instead of filtering the
 // reply.
-func filtersItself(table map[string]endpoint, name string) {
-	ep := table[name]
+func filtersItself(table map[string]endpoint, m structs.MethodInfo) {
+	ep := table[m.Name()]
 	ep.selfFiltering = true
-	table[name] = ep
+	table[m.Name()] = ep
 }
 
 // servedHere marks a registered read as answered by the server the call
 // reaches, about itself (its view of the leader, of the Raft
 // configuration, its own Raft stats), whatever the consistency mode.
-func servedHere(table map[string]endpoint, name string) {
-	ep := table[name]
+func servedHere(table map[string]endpoint, m structs.MethodInfo) {
+	ep := table[m.Name()]
 	ep.here = true
-	table[name] = ep
+	table[m.Name()] = ep
 }
 
 // retrySafe marks registered writes as safe to send again after an
@@ -94,11 +95,11 @@ func servedHere(table map[string]endpoint, name string) {
 // register, a session create whose ID comes from the request ID). Other
 // writes are never re-sent after they may have reached a leader: their
 // caller is told the outcome is unknown.
-func retrySafe(table map[string]endpoint, names ...string) {
-	for _, name := range names {
-		ep := table[name]
+func retrySafe(table map[string]endpoint, methods ...structs.MethodInfo) {
+	for _, m := range methods {
+		ep := table[m.Name()]
 		ep.retrySafe = true
-		table[name] = ep
+		table[m.Name()] = ep
 	}
 }
 
@@ -330,7 +331,7 @@ func (s *Server) handleGRPC(_ any, stream grpc.ServerStream) error {
 	method := strings.TrimPrefix(full, "/"+rpcService+"/")
 	ep, ok := s.endpoints[method]
 	if !ok {
-		return status.Errorf(codes.Unimplemented, "%s: %s", structs.ErrUnknownMethod, method)
+		return statusOf(fmt.Errorf("%w: %s", structs.ErrUnknownMethod, method))
 	}
 	var in wrapperspb.BytesValue
 	if err := stream.RecvMsg(&in); err != nil {
@@ -342,7 +343,7 @@ func (s *Server) handleGRPC(_ any, stream grpc.ServerStream) error {
 	}
 	reply := ep.newReply()
 	if err := s.RPC(stream.Context(), method, args, reply); err != nil {
-		return status.Error(codes.Unknown, err.Error())
+		return statusOf(err) // rpc_errors.go
 	}
 	out, err := s.codec.Marshal(reply)
 	if err != nil {

@@ -60,13 +60,13 @@ func BenchmarkSoakCatalogChurn(b *testing.B) {
 	defer cancel()
 
 	register := func(s *Server, slot, generation int) error {
-		return s.RPC(ctx, structs.MethodCatalogRegister, &structs.RegisterRequest{
+		return structs.MethodCatalogRegister.Call(ctx, s, &structs.RegisterRequest{
 			Node: fmt.Sprintf("node-%d", slot%100), Address: "10.0.0.1",
 			Service: &structs.NodeService{ID: fmt.Sprintf("svc-%d-%d", slot, generation), Service: fmt.Sprintf("svc-%d", slot%20), Port: 8080},
 		}, &struct{}{})
 	}
 	deregister := func(s *Server, slot, generation int) error {
-		return s.RPC(ctx, structs.MethodCatalogDeregister, &structs.DeregisterRequest{
+		return structs.MethodCatalogDeregister.Call(ctx, s, &structs.DeregisterRequest{
 			Node: fmt.Sprintf("node-%d", slot%100), ServiceID: fmt.Sprintf("svc-%d-%d", slot, generation),
 		}, &struct{}{})
 	}
@@ -85,7 +85,7 @@ func BenchmarkSoakCatalogChurn(b *testing.B) {
 			var index uint64
 			for ctx.Err() == nil {
 				var out structs.IndexedCheckServiceNodes
-				err := s.RPC(ctx, structs.MethodHealthServiceNodes, &structs.ServiceSpecificRequest{ServiceName: fmt.Sprintf("svc-%d", w),
+				err := structs.MethodHealthServiceNodes.Call(ctx, s, &structs.ServiceSpecificRequest{ServiceName: fmt.Sprintf("svc-%d", w),
 					QueryOptions: structs.QueryOptions{MinQueryIndex: index, MaxQueryTime: 10 * time.Second}}, &out)
 				if err == nil {
 					index = out.Index

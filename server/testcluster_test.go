@@ -189,7 +189,18 @@ func waitForLeader(t testing.TB, servers []*testServer, timeout time.Duration) *
 	return nil
 }
 
-func rpc(t testing.TB, s *Server, method string, args, reply any) {
+func rpc[A, R any](t testing.TB, s *Server, m structs.Method[A, R], args *A, reply *R) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := m.Call(ctx, s, args, reply); err != nil {
+		t.Fatalf("%s: %v", m.Name(), err)
+	}
+}
+
+// rpcByName makes a call by method name, for tables over several methods
+// whose types differ.
+func rpcByName(t testing.TB, s *Server, method string, args, reply any) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

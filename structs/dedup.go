@@ -54,11 +54,14 @@ type DedupRequest struct {
 // the FSM's Apply returned, in a form that survives a snapshot. Kind says
 // which field holds it.
 type AppliedResult struct {
-	Kind   ResultKind
-	Error  string `json:",omitempty"`
-	Bool   bool   `json:",omitempty"`
-	String string `json:",omitempty"`
-	Txn    *TxnResponse
+	Kind  ResultKind
+	Error string `json:",omitempty"`
+	// ErrorName is the name of the sentinel Error wraps, if any, so that
+	// a replayed error still satisfies errors.Is (see WireError).
+	ErrorName string `json:",omitempty"`
+	Bool      bool   `json:",omitempty"`
+	String    string `json:",omitempty"`
+	Txn       *TxnResponse
 }
 
 // ResultKind tags an AppliedResult. Numbers are never reused.
@@ -83,7 +86,11 @@ func RecordResult(resp any) AppliedResult {
 	case nil:
 		return AppliedResult{Kind: ResultNil}
 	case error:
-		return AppliedResult{Kind: ResultError, Error: v.Error()}
+		r := AppliedResult{Kind: ResultError, Error: v.Error()}
+		if e := SentinelOf(v); e != nil {
+			r.ErrorName = e.Name()
+		}
+		return r
 	case bool:
 		return AppliedResult{Kind: ResultBool, Bool: v}
 	case string:
@@ -101,7 +108,7 @@ func RecordResult(resp any) AppliedResult {
 func (r AppliedResult) Response() any {
 	switch r.Kind {
 	case ResultError:
-		return ErrorFromString(r.Error)
+		return WireError(r.ErrorName, r.Error)
 	case ResultBool:
 		return r.Bool
 	case ResultString:

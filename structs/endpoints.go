@@ -1,50 +1,52 @@
 package structs
 
-// The internal RPC methods a server answers. Every caller (the HTTP API, a
-// client agent, a follower forwarding to the leader) names one of these and
-// passes the argument and reply types given beside it. The names, like the
-// Raft command numbers, are part of the wire protocol between versions.
-const (
+// The internal RPC methods a server answers, as descriptors: every caller
+// (the HTTP API, a client agent, a follower forwarding to the leader) calls
+// through one (MethodKVSGet.Call(ctx, c, &args, &reply)) and the server
+// registers its handler from the same one, so both use the types the
+// descriptor names. The names, like the Raft command numbers, are part of
+// the wire protocol between versions. Every descriptor is listed in Methods.
+var (
 	// Writes (go through Raft on the leader).
-	MethodCatalogRegister   = "Catalog.Register"   // *RegisterRequest -> *struct{}
-	MethodCatalogDeregister = "Catalog.Deregister" // *DeregisterRequest -> *struct{}
-	MethodKVSApply          = "KVS.Apply"          // *KVSRequest -> *bool
-	MethodSessionApply      = "Session.Apply"      // *SessionRequest -> *string (the session ID)
-	MethodTxnApply          = "Txn.Apply"          // *TxnRequest -> *TxnResponse
+	MethodCatalogRegister   = writeMethod[RegisterRequest, struct{}]("Catalog.Register")
+	MethodCatalogDeregister = writeMethod[DeregisterRequest, struct{}]("Catalog.Deregister")
+	MethodKVSApply          = writeMethod[KVSRequest, bool]("KVS.Apply")
+	MethodSessionApply      = writeMethod[SessionRequest, string]("Session.Apply") // the reply is the session ID
+	MethodTxnApply          = writeMethod[TxnRequest, TxnResponse]("Txn.Apply")
 
 	// Reads (blocking, with consistency modes).
-	MethodCatalogListNodes    = "Catalog.ListNodes"    // *DCSpecificRequest -> *IndexedNodes
-	MethodCatalogListServices = "Catalog.ListServices" // *DCSpecificRequest -> *IndexedServices
-	MethodCatalogServiceNodes = "Catalog.ServiceNodes" // *ServiceSpecificRequest -> *IndexedServiceNodes
-	MethodCatalogNodeServices = "Catalog.NodeServices" // *NodeSpecificRequest -> *IndexedNodeServices
-	MethodHealthServiceNodes  = "Health.ServiceNodes"  // *ServiceSpecificRequest -> *IndexedCheckServiceNodes
-	MethodHealthServiceChecks = "Health.ServiceChecks" // *ServiceSpecificRequest -> *IndexedHealthChecks
-	MethodHealthNodeChecks    = "Health.NodeChecks"    // *NodeSpecificRequest -> *IndexedHealthChecks
-	MethodHealthChecksInState = "Health.ChecksInState" // *ChecksInStateRequest -> *IndexedHealthChecks
-	MethodKVSGet              = "KVS.Get"              // *KeyRequest -> *IndexedDirEntries (0 or 1 entry)
-	MethodKVSList             = "KVS.List"             // *KeyListRequest -> *IndexedDirEntries
-	MethodKVSListKeys         = "KVS.ListKeys"         // *KeyListRequest -> *IndexedKeyList
-	MethodTxnRead             = "Txn.Read"             // *TxnReadRequest -> *TxnResponse
-	MethodSessionGet          = "Session.Get"          // *SessionSpecificRequest -> *IndexedSessions
-	MethodSessionList         = "Session.List"         // *DCSpecificRequest -> *IndexedSessions
-	MethodSessionNodeSessions = "Session.NodeSessions" // *NodeSpecificRequest -> *IndexedSessions
+	MethodCatalogListNodes    = readMethod[DCSpecificRequest, IndexedNodes]("Catalog.ListNodes")
+	MethodCatalogListServices = readMethod[DCSpecificRequest, IndexedServices]("Catalog.ListServices")
+	MethodCatalogServiceNodes = readMethod[ServiceSpecificRequest, IndexedServiceNodes]("Catalog.ServiceNodes")
+	MethodCatalogNodeServices = readMethod[NodeSpecificRequest, IndexedNodeServices]("Catalog.NodeServices")
+	MethodHealthServiceNodes  = readMethod[ServiceSpecificRequest, IndexedCheckServiceNodes]("Health.ServiceNodes")
+	MethodHealthServiceChecks = readMethod[ServiceSpecificRequest, IndexedHealthChecks]("Health.ServiceChecks")
+	MethodHealthNodeChecks    = readMethod[NodeSpecificRequest, IndexedHealthChecks]("Health.NodeChecks")
+	MethodHealthChecksInState = readMethod[ChecksInStateRequest, IndexedHealthChecks]("Health.ChecksInState")
+	MethodKVSGet              = readMethod[KeyRequest, IndexedDirEntries]("KVS.Get") // 0 or 1 entry
+	MethodKVSList             = readMethod[KeyListRequest, IndexedDirEntries]("KVS.List")
+	MethodKVSListKeys         = readMethod[KeyListRequest, IndexedKeyList]("KVS.ListKeys")
+	MethodTxnRead             = readMethod[TxnReadRequest, TxnResponse]("Txn.Read")
+	MethodSessionGet          = readMethod[SessionSpecificRequest, IndexedSessions]("Session.Get")
+	MethodSessionList         = readMethod[DCSpecificRequest, IndexedSessions]("Session.List")
+	MethodSessionNodeSessions = readMethod[NodeSpecificRequest, IndexedSessions]("Session.NodeSessions")
 	// MethodSessionRenew resets a session's TTL timer on the leader; the
 	// reply holds the session, or none when it does not exist.
-	MethodSessionRenew = "Session.Renew" // *SessionSpecificRequest -> *IndexedSessions
+	MethodSessionRenew = writeMethod[SessionSpecificRequest, IndexedSessions]("Session.Renew")
 
 	// Cluster status.
-	MethodStatusLeader       = "Status.Leader"                 // *DCSpecificRequest -> *string ("ip:port" or "")
-	MethodStatusPeers        = "Status.Peers"                  // *DCSpecificRequest -> *[]string
-	MethodOperatorRaftConfig = "Operator.RaftGetConfiguration" // *DCSpecificRequest -> *RaftConfigurationResponse
+	MethodStatusLeader       = readMethod[DCSpecificRequest, string]("Status.Leader") // "ip:port", or "" for none
+	MethodStatusPeers        = readMethod[DCSpecificRequest, []string]("Status.Peers")
+	MethodOperatorRaftConfig = readMethod[DCSpecificRequest, RaftConfigurationResponse]("Operator.RaftGetConfiguration")
 	// MethodOperatorRaftRemovePeer removes a server from the Raft
 	// configuration by Address or ID (exactly one).
-	MethodOperatorRaftRemovePeer = "Operator.RaftRemovePeerByAddress" // *RaftRemovePeerRequest -> *struct{}
+	MethodOperatorRaftRemovePeer = writeMethod[RaftRemovePeerRequest, struct{}]("Operator.RaftRemovePeerByAddress")
 	// MethodStatusRaftStats is answered by the server it is sent to, about
 	// itself; the leader asks every server for its health view.
-	MethodStatusRaftStats = "Status.RaftStats" // *DCSpecificRequest -> *RaftStats
+	MethodStatusRaftStats = readMethod[DCSpecificRequest, RaftStats]("Status.RaftStats")
 	// MethodOperatorServerHealth is the leader's latest health view of
 	// every server (/v1/operator/autopilot/health).
-	MethodOperatorServerHealth = "Operator.ServerHealth" // *DCSpecificRequest -> *OperatorHealthReply
+	MethodOperatorServerHealth = readMethod[DCSpecificRequest, OperatorHealthReply]("Operator.ServerHealth")
 )
 
 // RaftRemovePeerRequest removes a server from the Raft configuration by
@@ -53,4 +55,56 @@ type RaftRemovePeerRequest struct {
 	Address string
 	ID      string
 	WriteRequest
+}
+
+// Methods lists every method descriptor, for code that needs them all
+// (the server checks that it has one handler for each).
+func Methods() []MethodInfo {
+	return []MethodInfo{
+		MethodCatalogRegister,
+		MethodCatalogDeregister,
+		MethodKVSApply,
+		MethodSessionApply,
+		MethodTxnApply,
+		MethodCatalogListNodes,
+		MethodCatalogListServices,
+		MethodCatalogServiceNodes,
+		MethodCatalogNodeServices,
+		MethodHealthServiceNodes,
+		MethodHealthServiceChecks,
+		MethodHealthNodeChecks,
+		MethodHealthChecksInState,
+		MethodKVSGet,
+		MethodKVSList,
+		MethodKVSListKeys,
+		MethodTxnRead,
+		MethodSessionGet,
+		MethodSessionList,
+		MethodSessionNodeSessions,
+		MethodSessionRenew,
+		MethodStatusLeader,
+		MethodStatusPeers,
+		MethodOperatorRaftConfig,
+		MethodOperatorRaftRemovePeer,
+		MethodStatusRaftStats,
+		MethodOperatorServerHealth,
+		MethodConfigEntryApply,
+		MethodConfigEntryDelete,
+		MethodConfigEntryGet,
+		MethodConfigEntryList,
+		MethodIntentionApply,
+		MethodIntentionGet,
+		MethodIntentionList,
+		MethodIntentionMatch,
+		MethodIntentionCheck,
+		MethodDiscoveryChainGet,
+		MethodConnectCARoots,
+		MethodConnectCAConfigurationGet,
+		MethodConnectCAConfigurationSet,
+		MethodConnectCASign,
+		MethodResolveServiceConfig,
+		MethodIntentionUpstreams,
+		MethodGatewayServices,
+		MethodServicesByKind,
+	}
 }

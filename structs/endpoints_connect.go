@@ -3,23 +3,23 @@ package structs
 // The internal RPC methods of config entries, intentions and discovery
 // chains (see endpoints.go for the conventions). Writes go to the leader;
 // reads are blocking queries with the usual consistency modes.
-const (
+var (
 	// MethodConfigEntryApply upserts an entry (Op upsert or upsert-cas);
 	// the reply is false when a CAS failed.
-	MethodConfigEntryApply = "ConfigEntry.Apply" // *ConfigEntryRequest -> *bool
+	MethodConfigEntryApply = writeMethod[ConfigEntryRequest, bool]("ConfigEntry.Apply")
 	// MethodConfigEntryDelete deletes an entry (Op delete or delete-cas).
-	MethodConfigEntryDelete = "ConfigEntry.Delete" // *ConfigEntryRequest -> *ConfigEntryDeleteResponse
-	MethodConfigEntryGet    = "ConfigEntry.Get"    // *ConfigEntryQuery -> *ConfigEntryResponse
-	MethodConfigEntryList   = "ConfigEntry.List"   // *ConfigEntryQuery -> *IndexedConfigEntries
+	MethodConfigEntryDelete = writeMethod[ConfigEntryRequest, ConfigEntryDeleteResponse]("ConfigEntry.Delete")
+	MethodConfigEntryGet    = readMethod[ConfigEntryQuery, ConfigEntryResponse]("ConfigEntry.Get")
+	MethodConfigEntryList   = readMethod[ConfigEntryQuery, IndexedConfigEntries]("ConfigEntry.List")
 
 	// MethodIntentionApply writes one intention, as a write of the
 	// destination's service-intentions entry: upsert or delete by source
 	// and destination, or the legacy create, update and delete by ID.
-	MethodIntentionApply = "Intention.Apply" // *IntentionRequest -> *string (the ID of a write by ID, else "")
-	MethodIntentionGet   = "Intention.Get"   // *IntentionQueryRequest (IntentionID or Exact) -> *IndexedIntentions
-	MethodIntentionList  = "Intention.List"  // *DCSpecificRequest -> *IndexedIntentions
-	MethodIntentionMatch = "Intention.Match" // *IntentionQueryRequest (Match) -> *IndexedIntentionMatches
-	MethodIntentionCheck = "Intention.Check" // *IntentionQueryRequest (Check) -> *IntentionQueryCheckResponse
+	MethodIntentionApply = writeMethod[IntentionRequest, string]("Intention.Apply")              // (the ID of a write by ID, else "")
+	MethodIntentionGet   = readMethod[IntentionQueryRequest, IndexedIntentions]("Intention.Get") // (IntentionID or Exact)
+	MethodIntentionList  = readMethod[DCSpecificRequest, IndexedIntentions]("Intention.List")
+	MethodIntentionMatch = readMethod[IntentionQueryRequest, IndexedIntentionMatches]("Intention.Match")     // (Match)
+	MethodIntentionCheck = readMethod[IntentionQueryRequest, IntentionQueryCheckResponse]("Intention.Check") // (Check)
 
-	MethodDiscoveryChainGet = "DiscoveryChain.Get" // *DiscoveryChainRequest -> *DiscoveryChainResponse
+	MethodDiscoveryChainGet = readMethod[DiscoveryChainRequest, DiscoveryChainResponse]("DiscoveryChain.Get")
 )

@@ -4,15 +4,15 @@ package structs
 // conventions). Roots and ConfigurationGet are reads; ConfigurationSet and
 // Sign run on the leader, which holds the signing state (serial numbers,
 // rate limit).
-const (
+var (
 	// MethodConnectCARoots lists the trusted roots (blocking).
-	MethodConnectCARoots = "ConnectCA.Roots" // *DCSpecificRequest -> *IndexedCARoots
+	MethodConnectCARoots = readMethod[DCSpecificRequest, IndexedCARoots]("ConnectCA.Roots")
 	// MethodConnectCAConfigurationGet reads the CA configuration.
-	MethodConnectCAConfigurationGet = "ConnectCA.ConfigurationGet" // *DCSpecificRequest -> *CAConfiguration
+	MethodConnectCAConfigurationGet = readMethod[DCSpecificRequest, CAConfiguration]("ConnectCA.ConfigurationGet")
 	// MethodConnectCAConfigurationSet changes the CA configuration,
 	// rotating the root when the key changes.
-	MethodConnectCAConfigurationSet = "ConnectCA.ConfigurationSet" // *CARequest (Config only) -> *struct{}
+	MethodConnectCAConfigurationSet = writeMethod[CARequest, struct{}]("ConnectCA.ConfigurationSet") // (Config only)
 	// MethodConnectCASign signs a service's CSR; rate-limited, failing
 	// with ErrRateLimited under load.
-	MethodConnectCASign = "ConnectCA.Sign" // *CASignRequest -> *IssuedCert
+	MethodConnectCASign = writeMethod[CASignRequest, IssuedCert]("ConnectCA.Sign")
 )

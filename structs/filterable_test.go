@@ -24,9 +24,9 @@ func TestCompileFilter(t *testing.T) {
 	}{
 		{err, true},
 		// As it arrives from another server: text only.
-		{ErrorFromString(err.Error()), true},
+		{WireError("", err.Error()), true},
 		{ErrFilterNotSupported, false},
-		{ErrorFromString("Failed to create boolean expression evaluator"), false},
+		{WireError("", "Failed to create boolean expression evaluator"), false},
 		{errors.New("boom"), false},
 	}
 	for _, tc := range cases {

@@ -38,8 +38,10 @@ type AliasCheckConfig struct {
 	Notifier  Notifier
 	// Source is required when Node is empty.
 	Source AliasSource
-	// RPC and Datacenter are required when Node is set.
-	RPC        RPC
+	// RPC and Datacenter are required when Node is set: the check runs
+	// blocking Health.NodeChecks queries and one-shot Catalog.NodeServices
+	// reads, and cancelling their context must abort a blocking call.
+	RPC        structs.Caller
 	Datacenter string
 	Logger     *slog.Logger
 }
@@ -56,7 +58,7 @@ type AliasCheck struct {
 	serviceID string
 	notify    Notifier
 	source    AliasSource
-	rpc       RPC
+	rpc       structs.Caller
 	dc        string
 	logger    *slog.Logger
 	lc        lifecycle
@@ -133,7 +135,7 @@ func (c *AliasCheck) runQuery(ctx context.Context) {
 		// All checks of the node: Consul has no RPC filtering by node and
 		// service at once, and the index is shared anyway.
 		var out structs.IndexedHealthChecks
-		if err := c.rpc.RPC(ctx, structs.MethodHealthNodeChecks, &args, &out); err != nil {
+		if err := structs.MethodHealthNodeChecks.Call(ctx, c.rpc, &args, &out); err != nil {
 			if ctx.Err() != nil {
 				return
 			}
@@ -171,7 +173,7 @@ func (c *AliasCheck) remoteServiceExists(ctx context.Context) bool {
 	}
 	for attempt := 1; ; attempt++ {
 		var out structs.IndexedNodeServices
-		err := c.rpc.RPC(ctx, structs.MethodCatalogNodeServices, &args, &out)
+		err := structs.MethodCatalogNodeServices.Call(ctx, c.rpc, &args, &out)
 		if err == nil {
 			if out.NodeServices == nil {
 				return false

@@ -288,7 +288,7 @@ func (c *catalogRPC) RPC(ctx context.Context, method string, args, reply any) er
 		return errors.New("alias queries should allow stale reads")
 	}
 	switch method {
-	case structs.MethodCatalogNodeServices:
+	case structs.MethodCatalogNodeServices.Name():
 		defer c.mu.Unlock()
 		if c.err != nil {
 			return c.err
@@ -302,7 +302,7 @@ func (c *catalogRPC) RPC(ctx context.Context, method string, args, reply any) er
 			}
 		}
 		return nil
-	case structs.MethodHealthNodeChecks:
+	case structs.MethodHealthNodeChecks.Name():
 		for c.err == nil && req.MinQueryIndex >= c.index {
 			ch := c.changed
 			c.blocked++

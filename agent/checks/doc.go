@@ -34,7 +34,6 @@
 package checks
 
 import (
-	"context"
 	"time"
 
 	"github.com/trellis-mesh/trellis/structs"
@@ -66,15 +65,6 @@ const (
 // (a result can race with the check's removal).
 type Notifier interface {
 	UpdateCheck(checkID string, status, output string)
-}
-
-// RPC calls a server's internal RPC API; the agent implements it
-// (agent.Agent.RPC). Alias checks of a node (AliasNode set) use it for
-// blocking queries of structs.MethodHealthNodeChecks and one-shot
-// structs.MethodCatalogNodeServices reads. Cancelling ctx must abort a
-// blocking call.
-type RPC interface {
-	RPC(ctx context.Context, method string, args, reply any) error
 }
 
 // AliasSource is the agent's local state as an alias check of a local

@@ -21,7 +21,7 @@ type Config struct {
 	AliasSource AliasSource
 	// RPC and Datacenter serve alias checks with AliasNode; without RPC
 	// such checks are refused with ErrInvalidCheck.
-	RPC        RPC
+	RPC        structs.Caller
 	Datacenter string
 	// TLSConfig builds the client TLS configuration of an HTTP check (and
 	// of a gRPC check with GRPCUseTLS) from the definition's TLSSkipVerify

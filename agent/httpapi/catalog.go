@@ -32,7 +32,7 @@ func (s *Server) catalogRegister(w http.ResponseWriter, r *http.Request) (any, e
 	if err := validateRegister(args); err != nil {
 		return nil, err
 	}
-	if err := s.rpc.RPC(r.Context(), structs.MethodCatalogRegister, args, &struct{}{}); err != nil {
+	if err := structs.MethodCatalogRegister.Call(r.Context(), s.rpc, args, &struct{}{}); err != nil {
 		return nil, err
 	}
 	return true, nil
@@ -114,7 +114,7 @@ func (s *Server) catalogDeregister(w http.ResponseWriter, r *http.Request) (any,
 	if args.Node == "" {
 		return nil, serverError("Must provide node")
 	}
-	if err := s.rpc.RPC(r.Context(), structs.MethodCatalogDeregister, &args, &struct{}{}); err != nil {
+	if err := structs.MethodCatalogDeregister.Call(r.Context(), s.rpc, &args, &struct{}{}); err != nil {
 		return nil, err
 	}
 	return true, nil
@@ -136,7 +136,7 @@ func (s *Server) catalogNodes(w http.ResponseWriter, r *http.Request) (any, erro
 	}
 	var out structs.IndexedNodes
 	defer setMeta(w, &out.QueryMeta, &args.QueryOptions)
-	if err := s.rpc.RPC(r.Context(), structs.MethodCatalogListNodes, &args, &out); err != nil {
+	if err := structs.MethodCatalogListNodes.Call(r.Context(), s.rpc, &args, &out); err != nil {
 		return nil, err
 	}
 	nodes := make(structs.Nodes, 0, len(out.Nodes))
@@ -156,7 +156,7 @@ func (s *Server) catalogServices(w http.ResponseWriter, r *http.Request) (any, e
 	}
 	var out structs.IndexedServices
 	defer setMeta(w, &out.QueryMeta, &args.QueryOptions)
-	if err := s.rpc.RPC(r.Context(), structs.MethodCatalogListServices, &args, &out); err != nil {
+	if err := structs.MethodCatalogListServices.Call(r.Context(), s.rpc, &args, &out); err != nil {
 		return nil, err
 	}
 	services := make(map[string][]string, len(out.Services))
@@ -189,7 +189,7 @@ func (s *Server) serviceNodes(w http.ResponseWriter, r *http.Request, prefix str
 	}
 	var out structs.IndexedServiceNodes
 	defer setMeta(w, &out.QueryMeta, &args.QueryOptions)
-	if err := s.rpc.RPC(r.Context(), structs.MethodCatalogServiceNodes, &args, &out); err != nil {
+	if err := structs.MethodCatalogServiceNodes.Call(r.Context(), s.rpc, &args, &out); err != nil {
 		return nil, err
 	}
 	nodes := make(structs.ServiceNodes, 0, len(out.ServiceNodes))
@@ -241,7 +241,7 @@ func (s *Server) readNodeServices(w http.ResponseWriter, r *http.Request, prefix
 	}
 	var out structs.IndexedNodeServices
 	defer setMeta(w, &out.QueryMeta, &args.QueryOptions)
-	if err := s.rpc.RPC(r.Context(), structs.MethodCatalogNodeServices, &args, &out); err != nil {
+	if err := structs.MethodCatalogNodeServices.Call(r.Context(), s.rpc, &args, &out); err != nil {
 		return nil, err
 	}
 	if out.NodeServices == nil || out.NodeServices.Node == nil {

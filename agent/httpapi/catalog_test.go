@@ -13,7 +13,7 @@ import (
 func TestCatalogRegister(t *testing.T) {
 	put := http.MethodPut
 	register := func(args structs.RegisterRequest) []rpcCall {
-		return []rpcCall{{structs.MethodCatalogRegister, args}}
+		return []rpcCall{{structs.MethodCatalogRegister.Name(), args}}
 	}
 	runCases(t, []apiCase{
 		{
@@ -80,7 +80,7 @@ func TestCatalogRegister(t *testing.T) {
 		{name: "empty body", method: put, path: "/v1/catalog/register", wantCode: 400, wantBody: "Request decode failed: EOF"},
 		{
 			name: "backend error", method: put, path: "/v1/catalog/register", body: `{"Node":"n","Address":"a"}`,
-			setup:    func(f *fakeRPC, _ *Config) { f.errs[structs.MethodCatalogRegister] = structs.ErrNoLeader },
+			setup:    func(f *fakeRPC, _ *Config) { f.errs[structs.MethodCatalogRegister.Name()] = structs.ErrNoLeader },
 			wantCode: 500, wantBody: "No cluster leader", anyCalls: true,
 		},
 	})
@@ -92,7 +92,7 @@ func TestCatalogDeregister(t *testing.T) {
 		{
 			name: "deregister a service", method: put, path: "/v1/catalog/deregister?token=t",
 			body: `{"Node":"n1","ServiceID":"web1"}`, wantCode: 200, wantBody: "true",
-			wantCalls: []rpcCall{{structs.MethodCatalogDeregister, structs.DeregisterRequest{Node: "n1", ServiceID: "web1", WriteRequest: structs.WriteRequest{Datacenter: testDC, Token: "t"}}}},
+			wantCalls: []rpcCall{{structs.MethodCatalogDeregister.Name(), structs.DeregisterRequest{Node: "n1", ServiceID: "web1", WriteRequest: structs.WriteRequest{Datacenter: testDC, Token: "t"}}}},
 		},
 		{name: "missing node", method: put, path: "/v1/catalog/deregister", body: `{"ServiceID":"x"}`, wantCode: 500, wantBody: "Must provide node"},
 		{name: "bad JSON", method: put, path: "/v1/catalog/deregister", body: `[1]`, wantCode: 400, wantBody: "Request decode failed: json: cannot unmarshal array into Go value of type structs.DeregisterRequest"},
@@ -103,7 +103,7 @@ func TestCatalogReads(t *testing.T) {
 	svcReq := func(mut func(*structs.ServiceSpecificRequest)) []rpcCall {
 		r := structs.ServiceSpecificRequest{ServiceName: "web", QueryOptions: qo()}
 		mut(&r)
-		return []rpcCall{{structs.MethodCatalogServiceNodes, r}}
+		return []rpcCall{{structs.MethodCatalogServiceNodes.Name(), r}}
 	}
 	runCases(t, []apiCase{
 		{
@@ -113,7 +113,7 @@ func TestCatalogReads(t *testing.T) {
 		{
 			name: "nodes", path: "/v1/catalog/nodes",
 			setup: func(f *fakeRPC, _ *Config) {
-				f.replies[structs.MethodCatalogListNodes] = structs.IndexedNodes{
+				f.replies[structs.MethodCatalogListNodes.Name()] = structs.IndexedNodes{
 					Nodes:     structs.Nodes{{Node: "a", Address: "10.0.0.1", Datacenter: testDC, RaftIndex: structs.RaftIndex{CreateIndex: 3, ModifyIndex: 4}}},
 					QueryMeta: meta(4),
 				}
@@ -124,12 +124,12 @@ func TestCatalogReads(t *testing.T) {
 		{
 			name: "services: tags never null", path: "/v1/catalog/services",
 			setup: func(f *fakeRPC, _ *Config) {
-				f.replies[structs.MethodCatalogListServices] = structs.IndexedServices{
+				f.replies[structs.MethodCatalogListServices.Name()] = structs.IndexedServices{
 					Services: map[string][]string{"consul": nil, "web": {"b", "a"}}, QueryMeta: meta(9),
 				}
 			},
 			wantCode: 200, wantJSON: true, wantBody: `{"consul":[],"web":["b","a"]}`, wantHeaders: readHeaders("9"),
-			wantCalls: []rpcCall{{structs.MethodCatalogListServices, structs.DCSpecificRequest{QueryOptions: qo()}}},
+			wantCalls: []rpcCall{{structs.MethodCatalogListServices.Name(), structs.DCSpecificRequest{QueryOptions: qo()}}},
 		},
 		{
 			name: "no services", path: "/v1/catalog/services", wantCode: 200, wantBody: "{}", anyCalls: true,
@@ -137,7 +137,7 @@ func TestCatalogReads(t *testing.T) {
 		{
 			name: "missing service is []", path: "/v1/catalog/service/web",
 			setup: func(f *fakeRPC, _ *Config) {
-				f.replies[structs.MethodCatalogServiceNodes] = structs.IndexedServiceNodes{QueryMeta: meta(0)}
+				f.replies[structs.MethodCatalogServiceNodes.Name()] = structs.IndexedServiceNodes{QueryMeta: meta(0)}
 			},
 			wantCode: 200, wantBody: "[]", wantHeaders: readHeaders("1"),
 			wantCalls: svcReq(func(*structs.ServiceSpecificRequest) {}),
@@ -145,7 +145,7 @@ func TestCatalogReads(t *testing.T) {
 		{
 			name: "service by tags", path: "/v1/catalog/service/web?tag=a&tag=b&index=3&wait=1s",
 			setup: func(f *fakeRPC, _ *Config) {
-				f.replies[structs.MethodCatalogServiceNodes] = structs.IndexedServiceNodes{
+				f.replies[structs.MethodCatalogServiceNodes.Name()] = structs.IndexedServiceNodes{
 					ServiceNodes: structs.ServiceNodes{{Node: "n", ServiceName: "web", ServiceID: "web1", ServicePort: 80}},
 					QueryMeta:    meta(5),
 				}
@@ -166,15 +166,15 @@ func TestCatalogReads(t *testing.T) {
 		{
 			name: "missing node is 200 null", path: "/v1/catalog/node/ghost",
 			setup: func(f *fakeRPC, _ *Config) {
-				f.replies[structs.MethodCatalogNodeServices] = structs.IndexedNodeServices{QueryMeta: meta(12)}
+				f.replies[structs.MethodCatalogNodeServices.Name()] = structs.IndexedNodeServices{QueryMeta: meta(12)}
 			},
 			wantCode: 200, wantBody: "null", wantHeaders: readHeaders("12"),
-			wantCalls: []rpcCall{{structs.MethodCatalogNodeServices, structs.NodeSpecificRequest{Node: "ghost", QueryOptions: qo()}}},
+			wantCalls: []rpcCall{{structs.MethodCatalogNodeServices.Name(), structs.NodeSpecificRequest{Node: "ghost", QueryOptions: qo()}}},
 		},
 		{
 			name: "node with services", path: "/v1/catalog/node/n1",
 			setup: func(f *fakeRPC, _ *Config) {
-				f.replies[structs.MethodCatalogNodeServices] = structs.IndexedNodeServices{
+				f.replies[structs.MethodCatalogNodeServices.Name()] = structs.IndexedNodeServices{
 					NodeServices: &structs.NodeServices{
 						Node:     &structs.Node{Node: "n1", Address: "10.0.0.1"},
 						Services: map[string]*structs.NodeService{"web1": {ID: "web1", Service: "web", Port: 80}},

@@ -52,10 +52,10 @@ func (m *memBackend) RPC(_ context.Context, method string, args, reply any) erro
 		m.lastQuery = *q.QueryOpts()
 	}
 	switch method {
-	case structs.MethodKVSApply:
+	case structs.MethodKVSApply.Name():
 		a := args.(*structs.KVSRequest)
 		*reply.(*bool) = m.applyKV(a.Op, a.DirEnt)
-	case structs.MethodKVSGet:
+	case structs.MethodKVSGet.Name():
 		a := args.(*structs.KeyRequest)
 		out := reply.(*structs.IndexedDirEntries)
 		if e, ok := m.kv[a.Key]; ok {
@@ -63,7 +63,7 @@ func (m *memBackend) RPC(_ context.Context, method string, args, reply any) erro
 			out.Entries = structs.DirEntries{&c}
 		}
 		out.QueryMeta = m.qm()
-	case structs.MethodKVSList, structs.MethodKVSListKeys:
+	case structs.MethodKVSList.Name(), structs.MethodKVSListKeys.Name():
 		a := args.(*structs.KeyListRequest)
 		var keys []string
 		for k := range m.kv {
@@ -72,7 +72,7 @@ func (m *memBackend) RPC(_ context.Context, method string, args, reply any) erro
 			}
 		}
 		sort.Strings(keys)
-		if method == structs.MethodKVSListKeys {
+		if method == structs.MethodKVSListKeys.Name() {
 			reply.(*structs.IndexedKeyList).Keys = keys
 			reply.(*structs.IndexedKeyList).QueryMeta = m.qm()
 			return nil
@@ -83,7 +83,7 @@ func (m *memBackend) RPC(_ context.Context, method string, args, reply any) erro
 			out.Entries = append(out.Entries, &c)
 		}
 		out.QueryMeta = m.qm()
-	case structs.MethodTxnApply:
+	case structs.MethodTxnApply.Name():
 		a := args.(*structs.TxnRequest)
 		out := reply.(*structs.TxnResponse)
 		for i, op := range a.Ops {
@@ -95,7 +95,7 @@ func (m *memBackend) RPC(_ context.Context, method string, args, reply any) erro
 			e.Value = nil
 			out.Results = append(out.Results, &structs.TxnResult{KV: &e})
 		}
-	case structs.MethodSessionApply:
+	case structs.MethodSessionApply.Name():
 		a := args.(*structs.SessionRequest)
 		m.index++
 		if a.Op == structs.SessionDestroy {
@@ -106,7 +106,7 @@ func (m *memBackend) RPC(_ context.Context, method string, args, reply any) erro
 		s.CreateIndex, s.ModifyIndex = m.index, m.index
 		m.sessions[s.ID] = &s
 		*reply.(*string) = s.ID
-	case structs.MethodSessionGet, structs.MethodSessionRenew:
+	case structs.MethodSessionGet.Name(), structs.MethodSessionRenew.Name():
 		a := args.(*structs.SessionSpecificRequest)
 		out := reply.(*structs.IndexedSessions)
 		if s, ok := m.sessions[a.SessionID]; ok {
@@ -114,7 +114,7 @@ func (m *memBackend) RPC(_ context.Context, method string, args, reply any) erro
 			out.Sessions = structs.Sessions{&c}
 		}
 		out.QueryMeta = m.qm()
-	case structs.MethodCatalogRegister:
+	case structs.MethodCatalogRegister.Name():
 		a := args.(*structs.RegisterRequest)
 		m.index++
 		m.nodes[a.Node] = &structs.Node{Node: a.Node, Address: a.Address, Datacenter: a.Datacenter}
@@ -125,14 +125,14 @@ func (m *memBackend) RPC(_ context.Context, method string, args, reply any) erro
 			}
 			m.services[svc.ID] = svc.ToServiceNode(m.nodes[a.Node])
 		}
-	case structs.MethodCatalogListServices:
+	case structs.MethodCatalogListServices.Name():
 		out := reply.(*structs.IndexedServices)
 		out.Services = map[string][]string{}
 		for _, sn := range m.services {
 			out.Services[sn.ServiceName] = append(out.Services[sn.ServiceName], sn.ServiceTags...)
 		}
 		out.QueryMeta = m.qm()
-	case structs.MethodCatalogServiceNodes, structs.MethodHealthServiceNodes:
+	case structs.MethodCatalogServiceNodes.Name(), structs.MethodHealthServiceNodes.Name():
 		a := args.(*structs.ServiceSpecificRequest)
 		var matched []*structs.ServiceNode
 		for _, sn := range m.services {
@@ -140,7 +140,7 @@ func (m *memBackend) RPC(_ context.Context, method string, args, reply any) erro
 				matched = append(matched, sn)
 			}
 		}
-		if method == structs.MethodCatalogServiceNodes {
+		if method == structs.MethodCatalogServiceNodes.Name() {
 			reply.(*structs.IndexedServiceNodes).ServiceNodes = matched
 			reply.(*structs.IndexedServiceNodes).QueryMeta = m.qm()
 			return nil
@@ -153,13 +153,13 @@ func (m *memBackend) RPC(_ context.Context, method string, args, reply any) erro
 			})
 		}
 		out.QueryMeta = m.qm()
-	case structs.MethodCatalogListNodes:
+	case structs.MethodCatalogListNodes.Name():
 		out := reply.(*structs.IndexedNodes)
 		for _, n := range m.nodes {
 			out.Nodes = append(out.Nodes, n)
 		}
 		out.QueryMeta = m.qm()
-	case structs.MethodCatalogNodeServices:
+	case structs.MethodCatalogNodeServices.Name():
 		a := args.(*structs.NodeSpecificRequest)
 		out := reply.(*structs.IndexedNodeServices)
 		out.QueryMeta = m.qm()
@@ -171,9 +171,9 @@ func (m *memBackend) RPC(_ context.Context, method string, args, reply any) erro
 				}
 			}
 		}
-	case structs.MethodStatusLeader:
+	case structs.MethodStatusLeader.Name():
 		*reply.(*string) = "127.0.0.1:8300"
-	case structs.MethodStatusPeers:
+	case structs.MethodStatusPeers.Name():
 		*reply.(*[]string) = []string{"127.0.0.1:8300"}
 	default:
 		return fmt.Errorf("memBackend: %w: %s", structs.ErrUnknownMethod, method)
@@ -414,7 +414,7 @@ func TestOfficialClient(t *testing.T) {
 // it does for Consul, so X-Consul-Index comes first of the three.
 func TestReadHeadersOnTheWire(t *testing.T) {
 	srv, _, _ := newTestServer(t, func(f *fakeRPC, _ *Config) {
-		f.replies[structs.MethodKVSGet] = structs.IndexedDirEntries{QueryMeta: structs.QueryMeta{Index: 0, LastContact: 3 * time.Millisecond}}
+		f.replies[structs.MethodKVSGet.Name()] = structs.IndexedDirEntries{QueryMeta: structs.QueryMeta{Index: 0, LastContact: 3 * time.Millisecond}}
 	})
 	ts := httptest.NewServer(srv)
 	t.Cleanup(ts.Close)

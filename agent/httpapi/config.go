@@ -40,7 +40,7 @@ func (s *Server) configApply(w http.ResponseWriter, r *http.Request) (any, error
 		args.Entry.GetRaftIndex().ModifyIndex = cas
 	}
 	var ok bool
-	if err := s.rpc.RPC(r.Context(), structs.MethodConfigEntryApply, &args, &ok); err != nil {
+	if err := structs.MethodConfigEntryApply.Call(r.Context(), s.rpc, &args, &ok); err != nil {
 		return nil, err
 	}
 	return ok, nil
@@ -65,7 +65,7 @@ func (s *Server) configGet(w http.ResponseWriter, r *http.Request) (any, error) 
 	args.Kind = kind
 	if !hasName {
 		var out structs.IndexedConfigEntries
-		if err := s.rpc.RPC(r.Context(), structs.MethodConfigEntryList, &args, &out); err != nil {
+		if err := structs.MethodConfigEntryList.Call(r.Context(), s.rpc, &args, &out); err != nil {
 			return nil, err
 		}
 		setMeta(w, &out.QueryMeta, &args.QueryOptions)
@@ -76,7 +76,7 @@ func (s *Server) configGet(w http.ResponseWriter, r *http.Request) (any, error) 
 	}
 	args.Name = name
 	var out structs.ConfigEntryResponse
-	if err := s.rpc.RPC(r.Context(), structs.MethodConfigEntryGet, &args, &out); err != nil {
+	if err := structs.MethodConfigEntryGet.Call(r.Context(), s.rpc, &args, &out); err != nil {
 		return nil, err
 	}
 	setMeta(w, &out.QueryMeta, &args.QueryOptions)
@@ -109,7 +109,7 @@ func (s *Server) configDelete(w http.ResponseWriter, r *http.Request) (any, erro
 		entry.GetRaftIndex().ModifyIndex = cas
 	}
 	var out structs.ConfigEntryDeleteResponse
-	if err := s.rpc.RPC(r.Context(), structs.MethodConfigEntryDelete, &args, &out); err != nil {
+	if err := structs.MethodConfigEntryDelete.Call(r.Context(), s.rpc, &args, &out); err != nil {
 		return nil, err
 	}
 	if args.Op == structs.ConfigEntryDeleteCAS {

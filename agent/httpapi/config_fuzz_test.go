@@ -23,7 +23,7 @@ func FuzzConfigApply(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		_, decodeErr := structs.DecodeConfigEntryJSON(body)
 		rec, calls := fuzzRequest(t, http.MethodPut, "/v1/config", "", body, func(fr *fakeRPC, _ *Config) {
-			fr.replies[structs.MethodConfigEntryApply] = true
+			fr.replies[structs.MethodConfigEntryApply.Name()] = true
 		})
 		if decodeErr != nil {
 			if len(calls) != 0 || rec.Code != http.StatusBadRequest || !strings.HasPrefix(rec.Body.String(), "Request decoding failed: ") {

@@ -17,17 +17,17 @@ func TestConfigEndpoints(t *testing.T) {
 		{
 			name: "put", method: http.MethodPut, path: "/v1/config",
 			body:     `{"Kind":"service-defaults","Name":"web","protocol":"http"}`,
-			setup:    func(f *fakeRPC, _ *Config) { f.replies[structs.MethodConfigEntryApply] = true },
+			setup:    func(f *fakeRPC, _ *Config) { f.replies[structs.MethodConfigEntryApply.Name()] = true },
 			wantCode: 200, wantBody: "true", wantJSON: true,
-			wantCalls: []rpcCall{{structs.MethodConfigEntryApply, structs.ConfigEntryRequest{Op: structs.ConfigEntryUpsert,
+			wantCalls: []rpcCall{{structs.MethodConfigEntryApply.Name(), structs.ConfigEntryRequest{Op: structs.ConfigEntryUpsert,
 				Entry: &structs.ServiceConfigEntry{Kind: structs.ServiceDefaults, Name: "web", Protocol: "http"}, WriteRequest: wr()}}},
 		},
 		{
 			name: "put cas failing", method: http.MethodPut, path: "/v1/config?cas=7",
 			body:     `{"Kind":"service-defaults","Name":"web"}`,
-			setup:    func(f *fakeRPC, _ *Config) { f.replies[structs.MethodConfigEntryApply] = false },
+			setup:    func(f *fakeRPC, _ *Config) { f.replies[structs.MethodConfigEntryApply.Name()] = false },
 			wantCode: 200, wantBody: "false", wantJSON: true,
-			wantCalls: []rpcCall{{structs.MethodConfigEntryApply, structs.ConfigEntryRequest{Op: structs.ConfigEntryUpsertCAS,
+			wantCalls: []rpcCall{{structs.MethodConfigEntryApply.Name(), structs.ConfigEntryRequest{Op: structs.ConfigEntryUpsertCAS,
 				Entry: &structs.ServiceConfigEntry{Kind: structs.ServiceDefaults, Name: "web", RaftIndex: structs.RaftIndex{ModifyIndex: 7}}, WriteRequest: wr()}}},
 		},
 		{
@@ -47,7 +47,7 @@ func TestConfigEndpoints(t *testing.T) {
 			name: "put validation error is 500", method: http.MethodPut, path: "/v1/config",
 			body: `{"Kind":"service-splitter","Name":"web","Splits":[{"Weight":90}]}`,
 			setup: func(f *fakeRPC, _ *Config) {
-				f.errs[structs.MethodConfigEntryApply] = errors.New("the sum of all split weights must be 100, not 90.000000")
+				f.errs[structs.MethodConfigEntryApply.Name()] = errors.New("the sum of all split weights must be 100, not 90.000000")
 			},
 			wantCode: 500, wantBody: "the sum of all split weights must be 100, not 90.000000", anyCalls: true,
 		},
@@ -58,52 +58,52 @@ func TestConfigEndpoints(t *testing.T) {
 		{
 			name: "get one", path: "/v1/config/service-defaults/web",
 			setup: func(f *fakeRPC, _ *Config) {
-				f.replies[structs.MethodConfigEntryGet] = structs.ConfigEntryResponse{Entry: webEntry, QueryMeta: meta(4)}
+				f.replies[structs.MethodConfigEntryGet.Name()] = structs.ConfigEntryResponse{Entry: webEntry, QueryMeta: meta(4)}
 			},
 			wantCode: 200, wantJSON: true,
 			wantBody:    `{"Kind":"service-defaults","Name":"web","Protocol":"http","TransparentProxy":{},"MeshGateway":{},"Expose":{},"CreateIndex":3,"ModifyIndex":4}`,
 			wantHeaders: readHeaders("4"),
-			wantCalls:   []rpcCall{{structs.MethodConfigEntryGet, structs.ConfigEntryQuery{Kind: "service-defaults", Name: "web", QueryOptions: qo()}}},
+			wantCalls:   []rpcCall{{structs.MethodConfigEntryGet.Name(), structs.ConfigEntryQuery{Kind: "service-defaults", Name: "web", QueryOptions: qo()}}},
 		},
 		{
 			name: "get missing", path: "/v1/config/service-defaults/nope?index=3&wait=1s",
 			setup: func(f *fakeRPC, _ *Config) {
-				f.replies[structs.MethodConfigEntryGet] = structs.ConfigEntryResponse{QueryMeta: meta(9)}
+				f.replies[structs.MethodConfigEntryGet.Name()] = structs.ConfigEntryResponse{QueryMeta: meta(9)}
 			},
 			wantCode:    404,
 			wantBody:    `Config entry not found for "service-defaults" / "nope"`,
 			wantHeaders: map[string]string{"X-Consul-Index": "9"},
-			wantCalls: []rpcCall{{structs.MethodConfigEntryGet, structs.ConfigEntryQuery{Kind: "service-defaults", Name: "nope",
+			wantCalls: []rpcCall{{structs.MethodConfigEntryGet.Name(), structs.ConfigEntryQuery{Kind: "service-defaults", Name: "nope",
 				QueryOptions: structs.QueryOptions{Datacenter: testDC, MinQueryIndex: 3, MaxQueryTime: time.Second}}}},
 		},
 		{
 			name: "get unknown kind", path: "/v1/config/nope/x",
 			setup: func(f *fakeRPC, _ *Config) {
-				f.errs[structs.MethodConfigEntryGet] = errors.New("invalid config entry kind: nope")
+				f.errs[structs.MethodConfigEntryGet.Name()] = errors.New("invalid config entry kind: nope")
 			},
 			wantCode: 500, wantBody: "invalid config entry kind: nope", anyCalls: true,
 		},
 		{
 			name: "list kind", path: "/v1/config/service-defaults",
 			setup: func(f *fakeRPC, _ *Config) {
-				f.replies[structs.MethodConfigEntryList] = structs.IndexedConfigEntries{QueryMeta: meta(5)}
+				f.replies[structs.MethodConfigEntryList.Name()] = structs.IndexedConfigEntries{QueryMeta: meta(5)}
 			},
 			wantCode: 200, wantBody: `[]`, wantJSON: true, wantHeaders: readHeaders("5"),
-			wantCalls: []rpcCall{{structs.MethodConfigEntryList, structs.ConfigEntryQuery{Kind: "service-defaults", QueryOptions: qo()}}},
+			wantCalls: []rpcCall{{structs.MethodConfigEntryList.Name(), structs.ConfigEntryQuery{Kind: "service-defaults", QueryOptions: qo()}}},
 		},
 		{
 			name: "delete", method: http.MethodDelete, path: "/v1/config/service-defaults/web",
 			wantCode: 200, wantBody: `{}`, wantJSON: true,
-			wantCalls: []rpcCall{{structs.MethodConfigEntryDelete, structs.ConfigEntryRequest{Op: structs.ConfigEntryDelete,
+			wantCalls: []rpcCall{{structs.MethodConfigEntryDelete.Name(), structs.ConfigEntryRequest{Op: structs.ConfigEntryDelete,
 				Entry: &structs.ServiceConfigEntry{Kind: structs.ServiceDefaults, Name: "web"}, WriteRequest: wr()}}},
 		},
 		{
 			name: "delete cas", method: http.MethodDelete, path: "/v1/config/service-defaults/web?cas=4",
 			setup: func(f *fakeRPC, _ *Config) {
-				f.replies[structs.MethodConfigEntryDelete] = structs.ConfigEntryDeleteResponse{Deleted: true}
+				f.replies[structs.MethodConfigEntryDelete.Name()] = structs.ConfigEntryDeleteResponse{Deleted: true}
 			},
 			wantCode: 200, wantBody: `true`, wantJSON: true,
-			wantCalls: []rpcCall{{structs.MethodConfigEntryDelete, structs.ConfigEntryRequest{Op: structs.ConfigEntryDeleteCAS,
+			wantCalls: []rpcCall{{structs.MethodConfigEntryDelete.Name(), structs.ConfigEntryRequest{Op: structs.ConfigEntryDeleteCAS,
 				Entry: &structs.ServiceConfigEntry{Kind: structs.ServiceDefaults, Name: "web", RaftIndex: structs.RaftIndex{ModifyIndex: 4}}, WriteRequest: wr()}}},
 		},
 		{
@@ -128,24 +128,26 @@ func TestIntentionEndpoints(t *testing.T) {
 		{
 			name: "list empty", path: "/v1/connect/intentions",
 			setup: func(f *fakeRPC, _ *Config) {
-				f.replies[structs.MethodIntentionList] = structs.IndexedIntentions{QueryMeta: meta(3)}
+				f.replies[structs.MethodIntentionList.Name()] = structs.IndexedIntentions{QueryMeta: meta(3)}
 			},
 			wantCode: 200, wantBody: `[]`, wantJSON: true, wantHeaders: readHeaders("3"),
-			wantCalls: []rpcCall{{structs.MethodIntentionList, structs.DCSpecificRequest{QueryOptions: qo()}}},
+			wantCalls: []rpcCall{{structs.MethodIntentionList.Name(), structs.DCSpecificRequest{QueryOptions: qo()}}},
 		},
 		{
 			name: "exact get", path: "/v1/connect/intentions/exact?source=web&destination=default/db",
 			setup: func(f *fakeRPC, _ *Config) {
-				f.replies[structs.MethodIntentionGet] = structs.IndexedIntentions{Intentions: structs.Intentions{ixn}, QueryMeta: meta(2)}
+				f.replies[structs.MethodIntentionGet.Name()] = structs.IndexedIntentions{Intentions: structs.Intentions{ixn}, QueryMeta: meta(2)}
 			},
 			wantCode: 200, wantJSON: true,
 			wantBody: `{"SourceNS":"default","SourceName":"web","DestinationNS":"default","DestinationName":"db","SourceType":"consul","Action":"allow","Precedence":9,"CreateIndex":2,"ModifyIndex":2}`,
-			wantCalls: []rpcCall{{structs.MethodIntentionGet, structs.IntentionQueryRequest{
+			wantCalls: []rpcCall{{structs.MethodIntentionGet.Name(), structs.IntentionQueryRequest{
 				Exact: &structs.IntentionQueryExact{SourceName: "web", DestinationName: "db"}, QueryOptions: qo()}}},
 		},
 		{
 			name: "exact get missing", path: "/v1/connect/intentions/exact?source=web&destination=db",
-			setup:    func(f *fakeRPC, _ *Config) { f.errs[structs.MethodIntentionGet] = errors.New("Intention not found") },
+			setup: func(f *fakeRPC, _ *Config) {
+				f.errs[structs.MethodIntentionGet.Name()] = structs.ErrIntentionNotFound
+			},
 			wantCode: 404, wantBody: "Intention not found", anyCalls: true,
 		},
 		{
@@ -156,7 +158,7 @@ func TestIntentionEndpoints(t *testing.T) {
 			name: "exact put", method: http.MethodPut, path: "/v1/connect/intentions/exact?source=web&destination=db",
 			body:     `{"SourceName":"ignored","Action":"deny","Description":"d","ID":"legacy"}`,
 			wantCode: 200, wantBody: `true`, wantJSON: true,
-			wantCalls: []rpcCall{{structs.MethodIntentionApply, structs.IntentionRequest{Op: structs.IntentionOpUpsert,
+			wantCalls: []rpcCall{{structs.MethodIntentionApply.Name(), structs.IntentionRequest{Op: structs.IntentionOpUpsert,
 				Intention: &structs.Intention{SourceNS: "default", SourceName: "web", DestinationNS: "default", DestinationName: "db",
 					Action: "deny", Description: "d"}, WriteRequest: wr()}}},
 		},
@@ -164,7 +166,7 @@ func TestIntentionEndpoints(t *testing.T) {
 			name: "exact put meta refused by the server", method: http.MethodPut, path: "/v1/connect/intentions/exact?source=web&destination=db",
 			body: `{"Action":"allow","Meta":{"a":"b"}}`,
 			setup: func(f *fakeRPC, _ *Config) {
-				f.errs[structs.MethodIntentionApply] = errors.New("Meta must not be specified")
+				f.errs[structs.MethodIntentionApply.Name()] = errors.New("Meta must not be specified")
 			},
 			wantCode: 500, wantBody: "Meta must not be specified", anyCalls: true,
 		},
@@ -175,7 +177,7 @@ func TestIntentionEndpoints(t *testing.T) {
 		{
 			name: "exact delete", method: http.MethodDelete, path: "/v1/connect/intentions/exact?source=*&destination=db",
 			wantCode: 200, wantBody: `true`, wantJSON: true,
-			wantCalls: []rpcCall{{structs.MethodIntentionApply, structs.IntentionRequest{Op: structs.IntentionOpDelete,
+			wantCalls: []rpcCall{{structs.MethodIntentionApply.Name(), structs.IntentionRequest{Op: structs.IntentionOpDelete,
 				Intention: &structs.Intention{SourceName: "*", DestinationName: "db"}, WriteRequest: wr()}}},
 		},
 		{
@@ -185,11 +187,11 @@ func TestIntentionEndpoints(t *testing.T) {
 		{
 			name: "match", path: "/v1/connect/intentions/match?by=destination&name=db&name=x",
 			setup: func(f *fakeRPC, _ *Config) {
-				f.replies[structs.MethodIntentionMatch] = structs.IndexedIntentionMatches{Matches: []structs.Intentions{{ixn}, nil}, QueryMeta: meta(2)}
+				f.replies[structs.MethodIntentionMatch.Name()] = structs.IndexedIntentionMatches{Matches: []structs.Intentions{{ixn}, nil}, QueryMeta: meta(2)}
 			},
 			wantCode: 200, wantJSON: true,
 			wantBody: `{"db":[{"SourceNS":"default","SourceName":"web","DestinationNS":"default","DestinationName":"db","SourceType":"consul","Action":"allow","Precedence":9,"CreateIndex":2,"ModifyIndex":2}],"x":[]}`,
-			wantCalls: []rpcCall{{structs.MethodIntentionMatch, structs.IntentionQueryRequest{
+			wantCalls: []rpcCall{{structs.MethodIntentionMatch.Name(), structs.IntentionQueryRequest{
 				Match: &structs.IntentionQueryMatch{Type: "destination", Names: []string{"db", "x"}}, QueryOptions: qo()}}},
 		},
 		{
@@ -199,10 +201,10 @@ func TestIntentionEndpoints(t *testing.T) {
 		{
 			name: "check", path: "/v1/connect/intentions/check?source=web&destination=db",
 			setup: func(f *fakeRPC, _ *Config) {
-				f.replies[structs.MethodIntentionCheck] = structs.IntentionQueryCheckResponse{Allowed: true}
+				f.replies[structs.MethodIntentionCheck.Name()] = structs.IntentionQueryCheckResponse{Allowed: true}
 			},
 			wantCode: 200, wantBody: `{"Allowed":true}`, wantJSON: true,
-			wantCalls: []rpcCall{{structs.MethodIntentionCheck, structs.IntentionQueryRequest{
+			wantCalls: []rpcCall{{structs.MethodIntentionCheck.Name(), structs.IntentionQueryRequest{
 				Check: &structs.IntentionQueryCheck{SourceName: "web", DestinationName: "db", SourceType: "consul"}, QueryOptions: qo()}}},
 		},
 	})
@@ -212,26 +214,26 @@ func TestDiscoveryChainEndpoint(t *testing.T) {
 	chain := &structs.CompiledDiscoveryChain{ServiceName: "web", Namespace: "default", Partition: "default", Datacenter: "dc1",
 		Protocol: "tcp", StartNode: "resolver:web.default.default.dc1"}
 	reply := func(f *fakeRPC, _ *Config) {
-		f.replies[structs.MethodDiscoveryChainGet] = structs.DiscoveryChainResponse{Chain: chain, QueryMeta: meta(6)}
+		f.replies[structs.MethodDiscoveryChainGet.Name()] = structs.DiscoveryChainResponse{Chain: chain, QueryMeta: meta(6)}
 	}
 	runCases(t, []apiCase{
 		{
 			name: "get", path: "/v1/discovery-chain/web?compile-dc=dc2", setup: reply,
 			wantCode: 200, wantJSON: true, wantHeaders: readHeaders("6"),
 			wantBody:  `{"Chain":{"ServiceName":"web","Namespace":"default","Partition":"default","Datacenter":"dc1","Protocol":"tcp","StartNode":"resolver:web.default.default.dc1"}}`,
-			wantCalls: []rpcCall{{structs.MethodDiscoveryChainGet, structs.DiscoveryChainRequest{Name: "web", EvaluateInDatacenter: "dc2", QueryOptions: qo()}}},
+			wantCalls: []rpcCall{{structs.MethodDiscoveryChainGet.Name(), structs.DiscoveryChainRequest{Name: "web", EvaluateInDatacenter: "dc2", QueryOptions: qo()}}},
 		},
 		{
 			name: "post overrides", method: http.MethodPost, path: "/v1/discovery-chain/web", setup: reply,
 			body:     `{"override_protocol":"http","OverrideConnectTimeout":"3s","OverrideMeshGateway":{"Mode":"local"}}`,
 			wantCode: 200, skipBody: true,
-			wantCalls: []rpcCall{{structs.MethodDiscoveryChainGet, structs.DiscoveryChainRequest{Name: "web", OverrideProtocol: "http",
+			wantCalls: []rpcCall{{structs.MethodDiscoveryChainGet.Name(), structs.DiscoveryChainRequest{Name: "web", OverrideProtocol: "http",
 				OverrideConnectTimeout: 3 * time.Second, OverrideMeshGateway: structs.MeshGatewayConfig{Mode: "local"}, QueryOptions: qo()}}},
 		},
 		{
 			name: "post timeout in nanoseconds", method: http.MethodPost, path: "/v1/discovery-chain/web", setup: reply,
 			body: `{"OverrideConnectTimeout":1000}`, wantCode: 200, skipBody: true,
-			wantCalls: []rpcCall{{structs.MethodDiscoveryChainGet, structs.DiscoveryChainRequest{Name: "web", OverrideConnectTimeout: 1000, QueryOptions: qo()}}},
+			wantCalls: []rpcCall{{structs.MethodDiscoveryChainGet.Name(), structs.DiscoveryChainRequest{Name: "web", OverrideConnectTimeout: 1000, QueryOptions: qo()}}},
 		},
 		{
 			name: "post bad mesh gateway", method: http.MethodPost, path: "/v1/discovery-chain/web",
@@ -251,7 +253,7 @@ func TestConfigEntryGetShapesAll(t *testing.T) {
 	for _, kind := range structs.ConfigEntryKinds {
 		e, _ := structs.MakeConfigEntry(kind, "x")
 		s, _, _ := newTestServer(t, func(f *fakeRPC, _ *Config) {
-			f.replies[structs.MethodConfigEntryGet] = structs.ConfigEntryResponse{Entry: e, QueryMeta: meta(2)}
+			f.replies[structs.MethodConfigEntryGet.Name()] = structs.ConfigEntryResponse{Entry: e, QueryMeta: meta(2)}
 		})
 		rec := httptest.NewRecorder()
 		s.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/v1/config/"+kind+"/x", nil))

@@ -65,7 +65,7 @@ func (s *Server) connectCARoots(w http.ResponseWriter, r *http.Request) (any, er
 		pemOut = b
 	}
 	var out structs.IndexedCARoots
-	err := s.rpc.RPC(r.Context(), structs.MethodConnectCARoots, &args, &out)
+	err := structs.MethodConnectCARoots.Call(r.Context(), s.rpc, &args, &out)
 	setMeta(w, &out.QueryMeta, &args.QueryOptions)
 	if err != nil {
 		return nil, err
@@ -95,7 +95,7 @@ func (s *Server) connectCAConfiguration(w http.ResponseWriter, r *http.Request) 
 			return nil, err
 		}
 		var out structs.CAConfiguration
-		if err := s.rpc.RPC(r.Context(), structs.MethodConnectCAConfigurationGet, &args, &out); err != nil {
+		if err := structs.MethodConnectCAConfigurationGet.Call(r.Context(), s.rpc, &args, &out); err != nil {
 			return nil, err
 		}
 		return &out, nil
@@ -120,8 +120,8 @@ func (s *Server) connectCAConfiguration(w http.ResponseWriter, r *http.Request) 
 	cfg := body.CAConfiguration
 	cfg.ForceWithoutCrossSigning = cfg.ForceWithoutCrossSigning || body.ForceWithoutCrossSigningSnake
 	args.Config = &cfg
-	if err := s.rpc.RPC(r.Context(), structs.MethodConnectCAConfigurationSet, &args, &struct{}{}); err != nil {
-		if err.Error() == "Provider State is read-only. It must be omitted or identical to the current value" {
+	if err := structs.MethodConnectCAConfigurationSet.Call(r.Context(), s.rpc, &args, &struct{}{}); err != nil {
+		if errors.Is(err, structs.ErrCAStateReadOnly) {
 			return nil, badRequest(err.Error())
 		}
 		return nil, err

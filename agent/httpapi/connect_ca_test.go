@@ -52,7 +52,7 @@ func TestConnectCARootsEndpoint(t *testing.T) {
 		},
 		QueryMeta: meta(9),
 	}
-	withRoots := func(f *fakeRPC, _ *Config) { f.replies[structs.MethodConnectCARoots] = roots }
+	withRoots := func(f *fakeRPC, _ *Config) { f.replies[structs.MethodConnectCARoots.Name()] = roots }
 	wantJSON := `{"ActiveRootID":"aa:bb","TrustDomain":"cid.consul","Roots":[
 		{"ID":"11:22","Name":"Consul CA Root Cert","SerialNumber":1,"SigningKeyID":"01","ExternalTrustDomain":"cid",
 		 "NotBefore":"2026-01-02T03:04:05Z","NotAfter":"2026-01-02T03:04:05Z","RootCert":"OLD\n","IntermediateCerts":null,
@@ -61,7 +61,7 @@ func TestConnectCARootsEndpoint(t *testing.T) {
 		 "NotBefore":"2026-01-02T03:04:05Z","NotAfter":"2026-01-02T03:04:05Z","RootCert":"NEW\n","IntermediateCerts":["CROSS\n"],
 		 "Active":true,"PrivateKeyType":"rsa","PrivateKeyBits":2048,"CreateIndex":9,"ModifyIndex":9}]}`
 	call := func(q structs.QueryOptions) []rpcCall {
-		return []rpcCall{{structs.MethodConnectCARoots, structs.DCSpecificRequest{QueryOptions: q}}}
+		return []rpcCall{{structs.MethodConnectCARoots.Name(), structs.DCSpecificRequest{QueryOptions: q}}}
 	}
 	runCases(t, []apiCase{
 		{
@@ -86,7 +86,7 @@ func TestConnectCARootsEndpoint(t *testing.T) {
 		{
 			name: "no roots yet is an empty list", path: "/v1/connect/ca/roots",
 			setup: func(f *fakeRPC, _ *Config) {
-				f.replies[structs.MethodConnectCARoots] = structs.IndexedCARoots{QueryMeta: meta(0)}
+				f.replies[structs.MethodConnectCARoots.Name()] = structs.IndexedCARoots{QueryMeta: meta(0)}
 			},
 			wantCode: 200, wantJSON: true, wantBody: `{"ActiveRootID":"","TrustDomain":"","Roots":[]}`,
 			wantHeaders: map[string]string{"X-Consul-Index": "1"}, wantCalls: call(qo()),
@@ -103,16 +103,16 @@ func TestConnectCAConfigurationEndpoint(t *testing.T) {
 		Config:    map[string]interface{}{"LeafCertTTL": "72h", "PrivateKeyBits": 256},
 		RaftIndex: structs.RaftIndex{CreateIndex: 5, ModifyIndex: 7}}
 	setCall := func(cfg structs.CAConfiguration) []rpcCall {
-		return []rpcCall{{structs.MethodConnectCAConfigurationSet, structs.CARequest{Config: &cfg, WriteRequest: wr()}}}
+		return []rpcCall{{structs.MethodConnectCAConfigurationSet.Name(), structs.CARequest{Config: &cfg, WriteRequest: wr()}}}
 	}
 	runCases(t, []apiCase{
 		{
 			name: "get", path: "/v1/connect/ca/configuration",
-			setup:    func(f *fakeRPC, _ *Config) { f.replies[structs.MethodConnectCAConfigurationGet] = stored },
+			setup:    func(f *fakeRPC, _ *Config) { f.replies[structs.MethodConnectCAConfigurationGet.Name()] = stored },
 			wantCode: 200, wantJSON: true,
 			wantBody: `{"Provider":"consul","Config":{"LeafCertTTL":"72h","PrivateKeyBits":256},"State":null,
 				"ForceWithoutCrossSigning":false,"CreateIndex":5,"ModifyIndex":7}`,
-			wantCalls: []rpcCall{{structs.MethodConnectCAConfigurationGet, structs.DCSpecificRequest{QueryOptions: qo()}}},
+			wantCalls: []rpcCall{{structs.MethodConnectCAConfigurationGet.Name(), structs.DCSpecificRequest{QueryOptions: qo()}}},
 		},
 		{
 			name: "put", method: http.MethodPut, path: "/v1/connect/ca/configuration",
@@ -138,7 +138,7 @@ func TestConnectCAConfigurationEndpoint(t *testing.T) {
 			name: "state is read-only", method: http.MethodPut, path: "/v1/connect/ca/configuration",
 			body: `{"Provider":"consul","State":{"a":"b"}}`,
 			setup: func(f *fakeRPC, _ *Config) {
-				f.errs[structs.MethodConnectCAConfigurationSet] = errors.New("Provider State is read-only. It must be omitted or identical to the current value")
+				f.errs[structs.MethodConnectCAConfigurationSet.Name()] = structs.ErrCAStateReadOnly
 			},
 			wantCode: 400, wantBody: "Provider State is read-only. It must be omitted or identical to the current value", anyCalls: true,
 		},
@@ -146,7 +146,7 @@ func TestConnectCAConfigurationEndpoint(t *testing.T) {
 			name: "server validation errors are 500", method: http.MethodPut, path: "/v1/connect/ca/configuration",
 			body: `{"Provider":"consul","Config":{"LeafCertTTL":"1m"}}`,
 			setup: func(f *fakeRPC, _ *Config) {
-				f.errs[structs.MethodConnectCAConfigurationSet] = errors.New("error configuring provider: leaf cert TTL must be greater or equal than 1h0m0s")
+				f.errs[structs.MethodConnectCAConfigurationSet.Name()] = errors.New("error configuring provider: leaf cert TTL must be greater or equal than 1h0m0s")
 			},
 			wantCode: 500, wantBody: "error configuring provider: leaf cert TTL must be greater or equal than 1h0m0s", anyCalls: true,
 		},

@@ -55,7 +55,7 @@ func (s *Server) discoveryChain(w http.ResponseWriter, r *http.Request) (any, er
 		args.OverrideConnectTimeout = o.OverrideConnectTimeout
 	}
 	var out structs.DiscoveryChainResponse
-	if err := s.rpc.RPC(r.Context(), structs.MethodDiscoveryChainGet, &args, &out); err != nil {
+	if err := structs.MethodDiscoveryChainGet.Call(r.Context(), s.rpc, &args, &out); err != nil {
 		return nil, err
 	}
 	setMeta(w, &out.QueryMeta, &args.QueryOptions)

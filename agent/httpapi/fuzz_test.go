@@ -171,7 +171,7 @@ func FuzzKVPut(f *testing.F) {
 			}
 			return
 		}
-		if len(calls) != 1 || calls[0].Method != structs.MethodKVSApply {
+		if len(calls) != 1 || calls[0].Method != structs.MethodKVSApply.Name() {
 			t.Fatalf("calls %s", dump(calls))
 		}
 		req := calls[0].Args.(structs.KVSRequest)

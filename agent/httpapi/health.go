@@ -42,7 +42,7 @@ func (s *Server) checkServiceNodes(w http.ResponseWriter, r *http.Request, prefi
 	args.PassingOnly = passing
 	var out structs.IndexedCheckServiceNodes
 	defer setMeta(w, &out.QueryMeta, &args.QueryOptions)
-	if err := s.rpc.RPC(r.Context(), structs.MethodHealthServiceNodes, &args, &out); err != nil {
+	if err := structs.MethodHealthServiceNodes.Call(r.Context(), s.rpc, &args, &out); err != nil {
 		return nil, err
 	}
 	nodes := make(structs.CheckServiceNodes, 0, len(out.Nodes))
@@ -76,7 +76,7 @@ func (s *Server) healthServiceChecks(w http.ResponseWriter, r *http.Request) (an
 	}
 	var out structs.IndexedHealthChecks
 	defer setMeta(w, &out.QueryMeta, &args.QueryOptions)
-	if err := s.rpc.RPC(r.Context(), structs.MethodHealthServiceChecks, &args, &out); err != nil {
+	if err := structs.MethodHealthServiceChecks.Call(r.Context(), s.rpc, &args, &out); err != nil {
 		return nil, err
 	}
 	return cleanChecks(out.HealthChecks), nil
@@ -94,7 +94,7 @@ func (s *Server) healthNodeChecks(w http.ResponseWriter, r *http.Request) (any, 
 	}
 	var out structs.IndexedHealthChecks
 	defer setMeta(w, &out.QueryMeta, &args.QueryOptions)
-	if err := s.rpc.RPC(r.Context(), structs.MethodHealthNodeChecks, &args, &out); err != nil {
+	if err := structs.MethodHealthNodeChecks.Call(r.Context(), s.rpc, &args, &out); err != nil {
 		return nil, err
 	}
 	return cleanChecks(out.HealthChecks), nil
@@ -113,7 +113,7 @@ func (s *Server) healthChecksInState(w http.ResponseWriter, r *http.Request) (an
 	}
 	var out structs.IndexedHealthChecks
 	defer setMeta(w, &out.QueryMeta, &args.QueryOptions)
-	if err := s.rpc.RPC(r.Context(), structs.MethodHealthChecksInState, &args, &out); err != nil {
+	if err := structs.MethodHealthChecksInState.Call(r.Context(), s.rpc, &args, &out); err != nil {
 		return nil, err
 	}
 	return cleanChecks(out.HealthChecks), nil

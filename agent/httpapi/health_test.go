@@ -21,7 +21,7 @@ func TestHealthEndpoints(t *testing.T) {
 		return c
 	}
 	twoInstances := func(f *fakeRPC, _ *Config) {
-		f.replies[structs.MethodHealthServiceNodes] = structs.IndexedCheckServiceNodes{
+		f.replies[structs.MethodHealthServiceNodes.Name()] = structs.IndexedCheckServiceNodes{
 			Nodes:     structs.CheckServiceNodes{instance("ok", "passing", "passing"), instance("warn", "passing", "warning")},
 			QueryMeta: meta(8),
 		}
@@ -29,7 +29,7 @@ func TestHealthEndpoints(t *testing.T) {
 	svcReq := func(mut func(*structs.ServiceSpecificRequest)) []rpcCall {
 		r := structs.ServiceSpecificRequest{ServiceName: "web", QueryOptions: qo()}
 		mut(&r)
-		return []rpcCall{{structs.MethodHealthServiceNodes, r}}
+		return []rpcCall{{structs.MethodHealthServiceNodes.Name(), r}}
 	}
 	runCases(t, []apiCase{
 		{
@@ -69,7 +69,7 @@ func TestHealthEndpoints(t *testing.T) {
 		{
 			name: "missing service is []", path: "/v1/health/service/ghost",
 			wantCode: 200, wantBody: "[]",
-			wantCalls: []rpcCall{{structs.MethodHealthServiceNodes, structs.ServiceSpecificRequest{ServiceName: "ghost", QueryOptions: qo()}}},
+			wantCalls: []rpcCall{{structs.MethodHealthServiceNodes.Name(), structs.ServiceSpecificRequest{ServiceName: "ghost", QueryOptions: qo()}}},
 		},
 		{
 			name: "connect", path: "/v1/health/connect/web?passing=1",
@@ -80,23 +80,23 @@ func TestHealthEndpoints(t *testing.T) {
 		{
 			name: "service checks", path: "/v1/health/checks/web",
 			setup: func(f *fakeRPC, _ *Config) {
-				f.replies[structs.MethodHealthServiceChecks] = structs.IndexedHealthChecks{
+				f.replies[structs.MethodHealthServiceChecks.Name()] = structs.IndexedHealthChecks{
 					HealthChecks: structs.HealthChecks{{Node: "n", CheckID: "c", Status: "passing"}}, QueryMeta: meta(3),
 				}
 			},
 			wantCode: 200, wantJSON: true, wantBody: "[" + checkJSON("n", "passing") + "]", wantHeaders: readHeaders("3"),
-			wantCalls: []rpcCall{{structs.MethodHealthServiceChecks, structs.ServiceSpecificRequest{ServiceName: "web", QueryOptions: qo()}}},
+			wantCalls: []rpcCall{{structs.MethodHealthServiceChecks.Name(), structs.ServiceSpecificRequest{ServiceName: "web", QueryOptions: qo()}}},
 		},
 		{
 			name: "node checks of a missing node are []", path: "/v1/health/node/ghost?stale",
 			wantCode: 200, wantBody: "[]",
-			wantCalls: []rpcCall{{structs.MethodHealthNodeChecks, structs.NodeSpecificRequest{Node: "ghost", QueryOptions: structs.QueryOptions{Datacenter: testDC, AllowStale: true}}}},
+			wantCalls: []rpcCall{{structs.MethodHealthNodeChecks.Name(), structs.NodeSpecificRequest{Node: "ghost", QueryOptions: structs.QueryOptions{Datacenter: testDC, AllowStale: true}}}},
 		},
 		{name: "missing node name", path: "/v1/health/node/", wantCode: 400, wantBody: "Missing node name"},
 		{
 			name: "unknown state is []", path: "/v1/health/state/bogus",
 			wantCode: 200, wantBody: "[]",
-			wantCalls: []rpcCall{{structs.MethodHealthChecksInState, structs.ChecksInStateRequest{State: "bogus", QueryOptions: qo()}}},
+			wantCalls: []rpcCall{{structs.MethodHealthChecksInState.Name(), structs.ChecksInStateRequest{State: "bogus", QueryOptions: qo()}}},
 		},
 		{name: "missing state", path: "/v1/health/state/", wantCode: 400, wantBody: "Missing check state"},
 	})

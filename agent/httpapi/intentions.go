@@ -15,10 +15,6 @@ import (
 // Intentions are stored as service-intentions config entries; see
 // server/intention_legacy.go for how ID-based ones are.
 
-// errIntentionNotFound is the server's text for a missing intention, which
-// crosses the RPC API as a string.
-const errIntentionNotFound = "Intention not found"
-
 // intentionCreateResponse is the answer to an ID-based create or update.
 type intentionCreateResponse struct{ ID string }
 
@@ -43,7 +39,7 @@ func (s *Server) intentionByID(w http.ResponseWriter, r *http.Request) (any, err
 		args := structs.IntentionRequest{Op: structs.IntentionOpDelete, Intention: &structs.Intention{ID: id}}
 		s.parseWrite(r, &args.WriteRequest)
 		var ignored string
-		if err := s.rpc.RPC(r.Context(), structs.MethodIntentionApply, &args, &ignored); err != nil {
+		if err := structs.MethodIntentionApply.Call(r.Context(), s.rpc, &args, &ignored); err != nil {
 			return nil, err
 		}
 		return true, nil
@@ -70,7 +66,7 @@ func (s *Server) intentionWriteByID(r *http.Request, op structs.IntentionOp, id 
 	}
 	args.Intention = &ixn
 	var reply string
-	if err := s.rpc.RPC(r.Context(), structs.MethodIntentionApply, &args, &reply); err != nil {
+	if err := structs.MethodIntentionApply.Call(r.Context(), s.rpc, &args, &reply); err != nil {
 		return nil, err
 	}
 	return intentionCreateResponse{ID: reply}, nil
@@ -95,10 +91,10 @@ func (s *Server) intentionGetByID(w http.ResponseWriter, r *http.Request, id str
 func (s *Server) intentionGetOne(w http.ResponseWriter, r *http.Request, args *structs.IntentionQueryRequest) (any, error) {
 	args.Filter = ""
 	var out structs.IndexedIntentions
-	err := s.rpc.RPC(r.Context(), structs.MethodIntentionGet, args, &out)
+	err := structs.MethodIntentionGet.Call(r.Context(), s.rpc, args, &out)
 	setMeta(w, &out.QueryMeta, &args.QueryOptions)
 	if err != nil {
-		if strings.Contains(err.Error(), errIntentionNotFound) {
+		if errors.Is(err, structs.ErrIntentionNotFound) {
 			return nil, &httpError{code: http.StatusNotFound, msg: err.Error()}
 		}
 		return nil, err
@@ -117,7 +113,7 @@ func (s *Server) intentionList(w http.ResponseWriter, r *http.Request) (any, err
 		return nil, err
 	}
 	var out structs.IndexedIntentions
-	err := s.rpc.RPC(r.Context(), structs.MethodIntentionList, &args, &out)
+	err := structs.MethodIntentionList.Call(r.Context(), s.rpc, &args, &out)
 	setMeta(w, &out.QueryMeta, &args.QueryOptions)
 	if err != nil {
 		return nil, err
@@ -211,7 +207,7 @@ func (s *Server) intentionPutExact(w http.ResponseWriter, r *http.Request) (any,
 	ixn.SourceNS, ixn.DestinationNS = structs.IntentionDefaultNamespace, structs.IntentionDefaultNamespace
 	args.Intention = &ixn
 	var ignored string
-	if err := s.rpc.RPC(r.Context(), structs.MethodIntentionApply, &args, &ignored); err != nil {
+	if err := structs.MethodIntentionApply.Call(r.Context(), s.rpc, &args, &ignored); err != nil {
 		return nil, err
 	}
 	return true, nil
@@ -229,7 +225,7 @@ func (s *Server) intentionDeleteExact(w http.ResponseWriter, r *http.Request) (a
 	}}
 	s.parseWrite(r, &args.WriteRequest)
 	var ignored string
-	if err := s.rpc.RPC(r.Context(), structs.MethodIntentionApply, &args, &ignored); err != nil {
+	if err := structs.MethodIntentionApply.Call(r.Context(), s.rpc, &args, &ignored); err != nil {
 		return nil, err
 	}
 	return true, nil
@@ -265,7 +261,7 @@ func (s *Server) intentionMatch(w http.ResponseWriter, r *http.Request) (any, er
 		args.Match.Names = append(args.Match.Names, name)
 	}
 	var out structs.IndexedIntentionMatches
-	err := s.rpc.RPC(r.Context(), structs.MethodIntentionMatch, &args, &out)
+	err := structs.MethodIntentionMatch.Call(r.Context(), s.rpc, &args, &out)
 	setMeta(w, &out.QueryMeta, &args.QueryOptions)
 	if err != nil {
 		return nil, err
@@ -310,7 +306,7 @@ func (s *Server) intentionCheck(w http.ResponseWriter, r *http.Request) (any, er
 		return nil, err
 	}
 	var out structs.IntentionQueryCheckResponse
-	if err := s.rpc.RPC(r.Context(), structs.MethodIntentionCheck, &args, &out); err != nil {
+	if err := structs.MethodIntentionCheck.Call(r.Context(), s.rpc, &args, &out); err != nil {
 		return nil, err
 	}
 	return &out, nil

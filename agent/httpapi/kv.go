@@ -82,9 +82,9 @@ func (s *Server) kvGet(w http.ResponseWriter, r *http.Request, args *structs.Key
 	)
 	if recurse {
 		list := structs.KeyListRequest{Prefix: args.Key, QueryOptions: args.QueryOptions}
-		err = s.rpc.RPC(r.Context(), structs.MethodKVSList, &list, &out)
+		err = structs.MethodKVSList.Call(r.Context(), s.rpc, &list, &out)
 	} else {
-		err = s.rpc.RPC(r.Context(), structs.MethodKVSGet, args, &out)
+		err = structs.MethodKVSGet.Call(r.Context(), s.rpc, args, &out)
 	}
 	setMeta(w, &out.QueryMeta, &args.QueryOptions)
 	if err != nil {
@@ -129,7 +129,7 @@ func (s *Server) kvGetKeys(w http.ResponseWriter, r *http.Request, args *structs
 		list.Seperator = params.Get("separator")
 	}
 	var out structs.IndexedKeyList
-	err := s.rpc.RPC(r.Context(), structs.MethodKVSListKeys, &list, &out)
+	err := structs.MethodKVSListKeys.Call(r.Context(), s.rpc, &list, &out)
 	setMeta(w, &out.QueryMeta, &args.QueryOptions)
 	if err != nil {
 		return nil, err
@@ -204,7 +204,7 @@ func (s *Server) kvPut(w http.ResponseWriter, r *http.Request, args *structs.Key
 	}
 	req.DirEnt.Value = value
 	var ok bool
-	if err := s.rpc.RPC(r.Context(), structs.MethodKVSApply, &req, &ok); err != nil {
+	if err := structs.MethodKVSApply.Call(r.Context(), s.rpc, &req, &ok); err != nil {
 		return nil, err
 	}
 	if req.Op == structs.KVSet {
@@ -267,7 +267,7 @@ func (s *Server) kvDelete(w http.ResponseWriter, r *http.Request, args *structs.
 		req.Op = structs.KVDeleteCAS
 	}
 	var ok bool
-	if err := s.rpc.RPC(r.Context(), structs.MethodKVSApply, &req, &ok); err != nil {
+	if err := structs.MethodKVSApply.Call(r.Context(), s.rpc, &req, &ok); err != nil {
 		return nil, err
 	}
 	if req.Op == structs.KVDeleteCAS {

@@ -14,15 +14,15 @@ import (
 func TestKVGet(t *testing.T) {
 	entry := &structs.DirEntry{Key: "app/config", Flags: 3, Value: []byte("hello"), RaftIndex: structs.RaftIndex{CreateIndex: 5, ModifyIndex: 9}}
 	found := func(f *fakeRPC, _ *Config) {
-		f.replies[structs.MethodKVSGet] = structs.IndexedDirEntries{Entries: structs.DirEntries{entry}, QueryMeta: meta(9)}
+		f.replies[structs.MethodKVSGet.Name()] = structs.IndexedDirEntries{Entries: structs.DirEntries{entry}, QueryMeta: meta(9)}
 	}
 	missing := func(f *fakeRPC, _ *Config) {
-		f.replies[structs.MethodKVSGet] = structs.IndexedDirEntries{QueryMeta: meta(0)}
-		f.replies[structs.MethodKVSList] = structs.IndexedDirEntries{QueryMeta: meta(14)}
-		f.replies[structs.MethodKVSListKeys] = structs.IndexedKeyList{QueryMeta: meta(15)}
+		f.replies[structs.MethodKVSGet.Name()] = structs.IndexedDirEntries{QueryMeta: meta(0)}
+		f.replies[structs.MethodKVSList.Name()] = structs.IndexedDirEntries{QueryMeta: meta(14)}
+		f.replies[structs.MethodKVSListKeys.Name()] = structs.IndexedKeyList{QueryMeta: meta(15)}
 	}
 	get := func(key string, q structs.QueryOptions) []rpcCall {
-		return []rpcCall{{structs.MethodKVSGet, structs.KeyRequest{Key: key, QueryOptions: q}}}
+		return []rpcCall{{structs.MethodKVSGet.Name(), structs.KeyRequest{Key: key, QueryOptions: q}}}
 	}
 	list := func(method, prefix, sep string) []rpcCall {
 		return []rpcCall{{method, structs.KeyListRequest{Prefix: prefix, Seperator: sep, QueryOptions: qo()}}}
@@ -56,39 +56,39 @@ func TestKVGet(t *testing.T) {
 		{
 			name: "recurse at the root", path: "/v1/kv/?recurse",
 			setup: func(f *fakeRPC, _ *Config) {
-				f.replies[structs.MethodKVSList] = structs.IndexedDirEntries{Entries: structs.DirEntries{entry, {Key: "b"}}, QueryMeta: meta(10)}
+				f.replies[structs.MethodKVSList.Name()] = structs.IndexedDirEntries{Entries: structs.DirEntries{entry, {Key: "b"}}, QueryMeta: meta(10)}
 			},
 			wantCode: 200, wantJSON: true, wantHeaders: readHeaders("10"),
 			wantBody: `[{"LockIndex":0,"Key":"app/config","Flags":3,"Value":"aGVsbG8=","CreateIndex":5,"ModifyIndex":9},` +
 				`{"LockIndex":0,"Key":"b","Flags":0,"Value":null,"CreateIndex":0,"ModifyIndex":0}]`,
-			wantCalls: list(structs.MethodKVSList, "", ""),
+			wantCalls: list(structs.MethodKVSList.Name(), "", ""),
 		},
 		{
 			name: "recurse on a missing prefix is 404", path: "/v1/kv/ghost/?recurse", setup: missing,
 			wantCode: 404, wantBody: "", wantHeaders: map[string]string{"X-Consul-Index": "14"},
-			wantCalls: list(structs.MethodKVSList, "ghost/", ""),
+			wantCalls: list(structs.MethodKVSList.Name(), "ghost/", ""),
 		},
 		{
 			name: "keys with separator", path: "/v1/kv/app/?keys&separator=/",
 			setup: func(f *fakeRPC, _ *Config) {
-				f.replies[structs.MethodKVSListKeys] = structs.IndexedKeyList{Keys: []string{"app/a", "app/sub/"}, QueryMeta: meta(11)}
+				f.replies[structs.MethodKVSListKeys.Name()] = structs.IndexedKeyList{Keys: []string{"app/a", "app/sub/"}, QueryMeta: meta(11)}
 			},
 			wantCode: 200, wantBody: `["app/a","app/sub/"]`, wantHeaders: readHeaders("11"),
-			wantCalls: list(structs.MethodKVSListKeys, "app/", "/"),
+			wantCalls: list(structs.MethodKVSListKeys.Name(), "app/", "/"),
 		},
 		{
 			name: "keys with the historic spelling", path: "/v1/kv/app/?keys&seperator=:", setup: missing,
 			wantCode: 404, wantBody: "", wantHeaders: map[string]string{"X-Consul-Index": "15"},
-			wantCalls: list(structs.MethodKVSListKeys, "app/", ":"),
+			wantCalls: list(structs.MethodKVSListKeys.Name(), "app/", ":"),
 		},
 		{
 			name: "keys at an empty root is []", path: "/v1/kv/?keys", setup: missing,
-			wantCode: 200, wantBody: "[]", wantCalls: list(structs.MethodKVSListKeys, "", ""),
+			wantCode: 200, wantBody: "[]", wantCalls: list(structs.MethodKVSListKeys.Name(), "", ""),
 		},
 		{name: "missing key name", path: "/v1/kv/", wantCode: 400, wantBody: "Missing key name"},
 		{
 			name: "backend error still has read headers", path: "/v1/kv/a",
-			setup:    func(f *fakeRPC, _ *Config) { f.errs[structs.MethodKVSGet] = structs.ErrNoLeader },
+			setup:    func(f *fakeRPC, _ *Config) { f.errs[structs.MethodKVSGet.Name()] = structs.ErrNoLeader },
 			wantCode: 500, wantBody: "No cluster leader", wantHeaders: map[string]string{"X-Consul-Index": "1"}, anyCalls: true,
 		},
 	})
@@ -96,7 +96,7 @@ func TestKVGet(t *testing.T) {
 
 func TestKVKeyValidation(t *testing.T) {
 	putKey := func(key string) []rpcCall {
-		return []rpcCall{{structs.MethodKVSApply, structs.KVSRequest{Op: structs.KVSet, DirEnt: structs.DirEntry{Key: key, Value: []byte("v")}, WriteRequest: wr()}}}
+		return []rpcCall{{structs.MethodKVSApply.Name(), structs.KVSRequest{Op: structs.KVSet, DirEnt: structs.DirEntry{Key: key, Value: []byte("v")}, WriteRequest: wr()}}}
 	}
 	put := http.MethodPut
 	runCases(t, []apiCase{
@@ -121,10 +121,10 @@ func TestKVPut(t *testing.T) {
 		if mut != nil {
 			mut(&d)
 		}
-		return []rpcCall{{structs.MethodKVSApply, structs.KVSRequest{Op: op, DirEnt: d, WriteRequest: wr()}}}
+		return []rpcCall{{structs.MethodKVSApply.Name(), structs.KVSRequest{Op: op, DirEnt: d, WriteRequest: wr()}}}
 	}
 	reply := func(ok bool) func(*fakeRPC, *Config) {
-		return func(f *fakeRPC, _ *Config) { f.replies[structs.MethodKVSApply] = ok }
+		return func(f *fakeRPC, _ *Config) { f.replies[structs.MethodKVSApply.Name()] = ok }
 	}
 	tooBig := fmt.Sprintf("Request body(%d bytes) too large, max size: 524288 bytes. See %s.", kvMaxValueSize+1, kvSizeDocURL)
 	runCases(t, []apiCase{
@@ -136,7 +136,7 @@ func TestKVPut(t *testing.T) {
 		{
 			name: "datacenter and token", method: put, path: "/v1/kv/k?dc=dc9", body: "v",
 			headers: map[string]string{"X-Consul-Token": "t"}, wantCode: 200, wantBody: "true",
-			wantCalls: []rpcCall{{structs.MethodKVSApply, structs.KVSRequest{
+			wantCalls: []rpcCall{{structs.MethodKVSApply.Name(), structs.KVSRequest{
 				Op: structs.KVSet, DirEnt: structs.DirEntry{Key: "k", Value: []byte("v")},
 				WriteRequest: structs.WriteRequest{Datacenter: "dc9", Token: "t"},
 			}}},
@@ -192,21 +192,21 @@ func TestKVPutChunkedOversize(t *testing.T) {
 func TestKVDelete(t *testing.T) {
 	del := http.MethodDelete
 	apply := func(op structs.KVOp, key string, cas uint64) []rpcCall {
-		return []rpcCall{{structs.MethodKVSApply, structs.KVSRequest{Op: op, DirEnt: structs.DirEntry{Key: key, RaftIndex: structs.RaftIndex{ModifyIndex: cas}}, WriteRequest: wr()}}}
+		return []rpcCall{{structs.MethodKVSApply.Name(), structs.KVSRequest{Op: op, DirEnt: structs.DirEntry{Key: key, RaftIndex: structs.RaftIndex{ModifyIndex: cas}}, WriteRequest: wr()}}}
 	}
 	runCases(t, []apiCase{
 		{name: "delete a missing key is true", method: del, path: "/v1/kv/k", wantCode: 200, wantBody: "true", wantCalls: apply(structs.KVDelete, "k", 0)},
 		{name: "delete a tree at the root", method: del, path: "/v1/kv/?recurse", wantCode: 200, wantBody: "true", wantCalls: apply(structs.KVDeleteTree, "", 0)},
 		{
 			name: "delete with cas answers the outcome", method: del, path: "/v1/kv/k?cas=3",
-			setup:    func(f *fakeRPC, _ *Config) { f.replies[structs.MethodKVSApply] = false },
+			setup:    func(f *fakeRPC, _ *Config) { f.replies[structs.MethodKVSApply.Name()] = false },
 			wantCode: 200, wantBody: "false", wantCalls: apply(structs.KVDeleteCAS, "k", 3),
 		},
 		{name: "recurse with cas", method: del, path: "/v1/kv/k?recurse&cas=3", wantCode: 400, wantBody: "Conflicting flags: cas=3&recurse=\n"},
 		{name: "missing key", method: del, path: "/v1/kv/", wantCode: 400, wantBody: "Missing key name"},
 		{
 			name: "backend refuses", method: del, path: "/v1/kv/k",
-			setup:    func(f *fakeRPC, _ *Config) { f.errs[structs.MethodKVSApply] = structs.ErrPermissionDenied },
+			setup:    func(f *fakeRPC, _ *Config) { f.errs[structs.MethodKVSApply.Name()] = structs.ErrPermissionDenied },
 			wantCode: 403, wantBody: "Permission denied", anyCalls: true,
 		},
 	})

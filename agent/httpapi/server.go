@@ -9,7 +9,6 @@
 package httpapi
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -22,17 +21,11 @@ import (
 	"github.com/trellis-mesh/trellis/structs"
 )
 
-// RPC is the backend the HTTP API calls: a server answers locally, a client
-// agent forwards to a server. method is one of the structs.Method* names and
-// args/reply have the types listed beside it.
-type RPC interface {
-	RPC(ctx context.Context, method string, args, reply any) error
-}
-
 // Config holds every dependency of the HTTP API.
 type Config struct {
-	// RPC answers every read and write. Required.
-	RPC RPC
+	// RPC answers every read and write: a server locally, a client agent
+	// by forwarding to a server. Required.
+	RPC structs.Caller
 	// Logger receives request errors and recovered panics. Nil discards.
 	Logger *slog.Logger
 	// NodeName is this agent's node: the default node of new sessions.
@@ -80,7 +73,7 @@ const defaultSessionTTLMin = 10 * time.Second
 // Server is the HTTP API. It implements http.Handler; mount it at the root of
 // the agent's HTTP listener.
 type Server struct {
-	rpc        RPC
+	rpc        structs.Caller
 	log        *slog.Logger
 	nodeName   string
 	dc         string
@@ -345,9 +338,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &mna):
 		w.Header().Add("Allow", strings.Join(mna.allow, ","))
 		code = http.StatusMethodNotAllowed
-	case errors.Is(err, structs.ErrPermissionDenied):
+	case structs.CodeOf(err) == structs.CodePermissionDenied:
 		code = http.StatusForbidden
-	case errors.Is(err, structs.ErrRateLimited):
+	case structs.CodeOf(err) == structs.CodeRateLimited:
 		code = http.StatusTooManyRequests
 	case structs.IsInvalidFilter(err):
 		// A malformed ?filter= is Consul's 500 "Failed to create boolean

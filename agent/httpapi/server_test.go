@@ -41,9 +41,9 @@ func TestNewValidatesConfig(t *testing.T) {
 
 func TestQueryParameters(t *testing.T) {
 	nodes := structs.IndexedNodes{QueryMeta: meta(7)}
-	withNodes := func(f *fakeRPC, _ *Config) { f.replies[structs.MethodCatalogListNodes] = nodes }
+	withNodes := func(f *fakeRPC, _ *Config) { f.replies[structs.MethodCatalogListNodes.Name()] = nodes }
 	call := func(q structs.QueryOptions, metaFilter map[string]string) []rpcCall {
-		return []rpcCall{{structs.MethodCatalogListNodes, structs.DCSpecificRequest{NodeMetaFilters: metaFilter, QueryOptions: q}}}
+		return []rpcCall{{structs.MethodCatalogListNodes.Name(), structs.DCSpecificRequest{NodeMetaFilters: metaFilter, QueryOptions: q}}}
 	}
 	runCases(t, []apiCase{
 		{
@@ -96,9 +96,9 @@ func TestQueryParameters(t *testing.T) {
 
 func TestErrorMapping(t *testing.T) {
 	failWith := func(err error) func(*fakeRPC, *Config) {
-		return func(f *fakeRPC, _ *Config) { f.errs[structs.MethodCatalogListNodes] = err }
+		return func(f *fakeRPC, _ *Config) { f.errs[structs.MethodCatalogListNodes.Name()] = err }
 	}
-	call := []rpcCall{{structs.MethodCatalogListNodes, structs.DCSpecificRequest{QueryOptions: qo()}}}
+	call := []rpcCall{{structs.MethodCatalogListNodes.Name(), structs.DCSpecificRequest{QueryOptions: qo()}}}
 	// Consul sets the read headers even when the RPC fails.
 	errHeaders := map[string]string{"X-Consul-Index": "1", "X-Consul-KnownLeader": "false", "X-Consul-LastContact": "0"}
 	runCases(t, []apiCase{
@@ -112,7 +112,7 @@ func TestErrorMapping(t *testing.T) {
 		},
 		{
 			name: "permission denied across the RPC boundary", path: "/v1/catalog/nodes",
-			setup:    failWith(structs.ErrorFromString("Permission denied: token lacks node:read")),
+			setup:    failWith(structs.WireError("PermissionDenied", "Permission denied: token lacks node:read")),
 			wantCode: 403, wantBody: "Permission denied: token lacks node:read", wantCalls: call,
 		},
 		{
@@ -125,7 +125,7 @@ func TestErrorMapping(t *testing.T) {
 			// across the RPC boundary.
 			name: "filter refused by the server", path: "/v1/catalog/services?filter=ServiceName+%3D%3D+x",
 			setup: func(f *fakeRPC, _ *Config) {
-				f.errs[structs.MethodCatalogListServices] = structs.ErrorFromString(
+				f.errs[structs.MethodCatalogListServices.Name()] = structs.WireError("",
 					"filter expressions are not supported: Catalog.ListServices has no filterable result")
 			},
 			wantCode: 500, wantBody: "filter expressions are not supported: Catalog.ListServices has no filterable result", anyCalls: true,
@@ -134,7 +134,7 @@ func TestErrorMapping(t *testing.T) {
 			// Consul's status and text for a malformed ?filter=, whichever
 			// server found it.
 			name: "malformed filter across the RPC boundary", path: "/v1/catalog/nodes?filter=foo",
-			setup:    failWith(structs.ErrorFromString("Failed to create boolean expression evaluator: 1:4 (3): unexpected end of expression, expected an operator")),
+			setup:    failWith(structs.WireError("", "Failed to create boolean expression evaluator: 1:4 (3): unexpected end of expression, expected an operator")),
 			wantCode: 500, wantBody: "Failed to create boolean expression evaluator: 1:4 (3): unexpected end of expression, expected an operator",
 			wantHeaders: map[string]string{"Content-Type": "text/plain; charset=utf-8"}, anyCalls: true,
 		},
@@ -184,7 +184,7 @@ func TestRouting(t *testing.T) {
 func TestReadHeaders(t *testing.T) {
 	reply := func(m structs.QueryMeta) func(*fakeRPC, *Config) {
 		return func(f *fakeRPC, _ *Config) {
-			f.replies[structs.MethodCatalogListNodes] = structs.IndexedNodes{QueryMeta: m}
+			f.replies[structs.MethodCatalogListNodes.Name()] = structs.IndexedNodes{QueryMeta: m}
 		}
 	}
 	runCases(t, []apiCase{
@@ -205,7 +205,7 @@ func TestReadHeaders(t *testing.T) {
 		{
 			name: "pretty", path: "/v1/catalog/nodes?pretty",
 			setup: func(f *fakeRPC, _ *Config) {
-				f.replies[structs.MethodCatalogListNodes] = structs.IndexedNodes{Nodes: structs.Nodes{{Node: "a"}}}
+				f.replies[structs.MethodCatalogListNodes.Name()] = structs.IndexedNodes{Nodes: structs.Nodes{{Node: "a"}}}
 			},
 			wantCode: 200, anyCalls: true,
 			wantBody: "[\n    {\n        \"ID\": \"\",\n        \"Node\": \"a\",\n        \"Address\": \"\",\n        \"Datacenter\": \"\",\n        \"TaggedAddresses\": null,\n        \"Meta\": {},\n        \"CreateIndex\": 0,\n        \"ModifyIndex\": 0\n    }\n]\n",

@@ -45,7 +45,7 @@ func (s *Server) sessionCreate(w http.ResponseWriter, r *http.Request) (any, err
 	}
 	req.Session.ID = id
 	var out string
-	if err := s.rpc.RPC(r.Context(), structs.MethodSessionApply, &req, &out); err != nil {
+	if err := structs.MethodSessionApply.Call(r.Context(), s.rpc, &req, &out); err != nil {
 		return nil, err
 	}
 	if out == "" {
@@ -103,7 +103,7 @@ func (s *Server) sessionDestroy(w http.ResponseWriter, r *http.Request) (any, er
 		return nil, badRequest("Missing session")
 	}
 	var out string
-	if err := s.rpc.RPC(r.Context(), structs.MethodSessionApply, &req, &out); err != nil {
+	if err := structs.MethodSessionApply.Call(r.Context(), s.rpc, &req, &out); err != nil {
 		return nil, err
 	}
 	return true, nil
@@ -121,7 +121,7 @@ func (s *Server) sessionRenew(w http.ResponseWriter, r *http.Request) (any, erro
 		return nil, badRequest("Missing session")
 	}
 	var out structs.IndexedSessions
-	if err := s.rpc.RPC(r.Context(), structs.MethodSessionRenew, &args, &out); err != nil {
+	if err := structs.MethodSessionRenew.Call(r.Context(), s.rpc, &args, &out); err != nil {
 		return nil, err
 	}
 	sessions := cleanSessions(out.Sessions)
@@ -143,7 +143,7 @@ func (s *Server) sessionInfo(w http.ResponseWriter, r *http.Request) (any, error
 	}
 	var out structs.IndexedSessions
 	defer setMeta(w, &out.QueryMeta, &args.QueryOptions)
-	if err := s.rpc.RPC(r.Context(), structs.MethodSessionGet, &args, &out); err != nil {
+	if err := structs.MethodSessionGet.Call(r.Context(), s.rpc, &args, &out); err != nil {
 		return nil, err
 	}
 	return cleanSessions(out.Sessions), nil
@@ -161,7 +161,7 @@ func (s *Server) sessionsForNode(w http.ResponseWriter, r *http.Request) (any, e
 	}
 	var out structs.IndexedSessions
 	defer setMeta(w, &out.QueryMeta, &args.QueryOptions)
-	if err := s.rpc.RPC(r.Context(), structs.MethodSessionNodeSessions, &args, &out); err != nil {
+	if err := structs.MethodSessionNodeSessions.Call(r.Context(), s.rpc, &args, &out); err != nil {
 		return nil, err
 	}
 	return cleanSessions(out.Sessions), nil
@@ -175,7 +175,7 @@ func (s *Server) sessionList(w http.ResponseWriter, r *http.Request) (any, error
 	}
 	var out structs.IndexedSessions
 	defer setMeta(w, &out.QueryMeta, &args.QueryOptions)
-	if err := s.rpc.RPC(r.Context(), structs.MethodSessionList, &args, &out); err != nil {
+	if err := structs.MethodSessionList.Call(r.Context(), s.rpc, &args, &out); err != nil {
 		return nil, err
 	}
 	return cleanSessions(out.Sessions), nil

@@ -18,7 +18,7 @@ func TestSessionCreate(t *testing.T) {
 	// ignored: it is random) and that the answer carries the ID sent.
 	created := func(want structs.Session, w structs.WriteRequest) func(*testing.T, *httptest.ResponseRecorder, []rpcCall) {
 		return func(t *testing.T, rec *httptest.ResponseRecorder, calls []rpcCall) {
-			if len(calls) != 1 || calls[0].Method != structs.MethodSessionApply {
+			if len(calls) != 1 || calls[0].Method != structs.MethodSessionApply.Name() {
 				t.Fatalf("calls = %s", dump(calls))
 			}
 			got := calls[0].Args.(structs.SessionRequest)
@@ -114,43 +114,43 @@ func TestSessionOtherEndpoints(t *testing.T) {
 		{
 			name: "destroy", method: http.MethodPut, path: "/v1/session/destroy/s1",
 			wantCode: 200, wantBody: "true",
-			wantCalls: []rpcCall{{structs.MethodSessionApply, structs.SessionRequest{Op: structs.SessionDestroy, Session: structs.Session{ID: "s1"}, WriteRequest: wr()}}},
+			wantCalls: []rpcCall{{structs.MethodSessionApply.Name(), structs.SessionRequest{Op: structs.SessionDestroy, Session: structs.Session{ID: "s1"}, WriteRequest: wr()}}},
 		},
 		{name: "destroy without ID", method: http.MethodPut, path: "/v1/session/destroy/", wantCode: 400, wantBody: "Missing session"},
 		{
 			name: "renew", method: http.MethodPut, path: "/v1/session/renew/s1",
-			setup:    func(f *fakeRPC, _ *Config) { f.replies[structs.MethodSessionRenew] = one },
+			setup:    func(f *fakeRPC, _ *Config) { f.replies[structs.MethodSessionRenew.Name()] = one },
 			wantCode: 200, wantJSON: true, wantBody: "[" + sessJSON + "]",
-			wantCalls: specific(structs.MethodSessionRenew, "s1", qo()),
+			wantCalls: specific(structs.MethodSessionRenew.Name(), "s1", qo()),
 		},
 		{
 			name: "renew a missing session is 404", method: http.MethodPut, path: "/v1/session/renew/gone",
 			wantCode: 404, wantBody: "Session id 'gone' not found",
-			wantCalls: specific(structs.MethodSessionRenew, "gone", qo()),
+			wantCalls: specific(structs.MethodSessionRenew.Name(), "gone", qo()),
 		},
 		{
 			name: "info", path: "/v1/session/info/s1?index=3&wait=10s",
-			setup:    func(f *fakeRPC, _ *Config) { f.replies[structs.MethodSessionGet] = one },
+			setup:    func(f *fakeRPC, _ *Config) { f.replies[structs.MethodSessionGet.Name()] = one },
 			wantCode: 200, wantJSON: true, wantBody: "[" + sessJSON + "]", wantHeaders: readHeaders("4"),
-			wantCalls: specific(structs.MethodSessionGet, "s1", structs.QueryOptions{Datacenter: testDC, MinQueryIndex: 3, MaxQueryTime: 10 * time.Second}),
+			wantCalls: specific(structs.MethodSessionGet.Name(), "s1", structs.QueryOptions{Datacenter: testDC, MinQueryIndex: 3, MaxQueryTime: 10 * time.Second}),
 		},
 		{
 			name: "info of a missing session is []", path: "/v1/session/info/gone",
 			wantCode: 200, wantBody: "[]", wantHeaders: map[string]string{"X-Consul-Index": "1"},
-			wantCalls: specific(structs.MethodSessionGet, "gone", qo()),
+			wantCalls: specific(structs.MethodSessionGet.Name(), "gone", qo()),
 		},
 		{name: "info without ID", path: "/v1/session/info/", wantCode: 400, wantBody: "Missing session"},
 		{
 			name: "node sessions", path: "/v1/session/node/n1",
-			setup:    func(f *fakeRPC, _ *Config) { f.replies[structs.MethodSessionNodeSessions] = one },
+			setup:    func(f *fakeRPC, _ *Config) { f.replies[structs.MethodSessionNodeSessions.Name()] = one },
 			wantCode: 200, wantJSON: true, wantBody: "[" + sessJSON + "]",
-			wantCalls: []rpcCall{{structs.MethodSessionNodeSessions, structs.NodeSpecificRequest{Node: "n1", QueryOptions: qo()}}},
+			wantCalls: []rpcCall{{structs.MethodSessionNodeSessions.Name(), structs.NodeSpecificRequest{Node: "n1", QueryOptions: qo()}}},
 		},
 		{name: "node sessions without node", path: "/v1/session/node/", wantCode: 400, wantBody: "Missing node name"},
 		{
 			name: "list of nothing is []", path: "/v1/session/list",
 			wantCode: 200, wantBody: "[]",
-			wantCalls: []rpcCall{{structs.MethodSessionList, structs.DCSpecificRequest{QueryOptions: qo()}}},
+			wantCalls: []rpcCall{{structs.MethodSessionList.Name(), structs.DCSpecificRequest{QueryOptions: qo()}}},
 		},
 	})
 }

@@ -16,7 +16,7 @@ func (s *Server) statusLeader(w http.ResponseWriter, r *http.Request) (any, erro
 		return nil, err
 	}
 	var out string
-	if err := s.rpc.RPC(r.Context(), structs.MethodStatusLeader, &args, &out); err != nil {
+	if err := structs.MethodStatusLeader.Call(r.Context(), s.rpc, &args, &out); err != nil {
 		return nil, err
 	}
 	return out, nil
@@ -29,7 +29,7 @@ func (s *Server) statusPeers(w http.ResponseWriter, r *http.Request) (any, error
 		return nil, err
 	}
 	var out []string
-	if err := s.rpc.RPC(r.Context(), structs.MethodStatusPeers, &args, &out); err != nil {
+	if err := structs.MethodStatusPeers.Call(r.Context(), s.rpc, &args, &out); err != nil {
 		return nil, err
 	}
 	return orEmpty(out), nil
@@ -52,7 +52,7 @@ func (s *Server) operatorRaftPeer(_ http.ResponseWriter, r *http.Request) (any, 
 		return nil, badRequest("Must specify only one of ?id or ?address")
 	}
 	args.ID, args.Address = q.Get("id"), q.Get("address")
-	if err := s.rpc.RPC(r.Context(), structs.MethodOperatorRaftRemovePeer, &args, &struct{}{}); err != nil {
+	if err := structs.MethodOperatorRaftRemovePeer.Call(r.Context(), s.rpc, &args, &struct{}{}); err != nil {
 		return nil, err
 	}
 	return nil, nil
@@ -79,7 +79,7 @@ func (s *Server) operatorAutopilotHealth(_ http.ResponseWriter, r *http.Request)
 		return nil, err
 	}
 	var out structs.OperatorHealthReply
-	if err := s.rpc.RPC(r.Context(), structs.MethodOperatorServerHealth, &args, &out); err != nil {
+	if err := structs.MethodOperatorServerHealth.Call(r.Context(), s.rpc, &args, &out); err != nil {
 		return nil, err
 	}
 	body := struct {
@@ -106,7 +106,7 @@ func (s *Server) operatorRaftConfiguration(w http.ResponseWriter, r *http.Reques
 		return nil, err
 	}
 	var out structs.RaftConfigurationResponse
-	if err := s.rpc.RPC(r.Context(), structs.MethodOperatorRaftConfig, &args, &out); err != nil {
+	if err := structs.MethodOperatorRaftConfig.Call(r.Context(), s.rpc, &args, &out); err != nil {
 		return nil, err
 	}
 	if out.Servers == nil {

@@ -15,49 +15,49 @@ func TestStatusAndOperator(t *testing.T) {
 	runCases(t, []apiCase{
 		{
 			name: "leader", path: "/v1/status/leader",
-			setup:    func(f *fakeRPC, _ *Config) { f.replies[structs.MethodStatusLeader] = "127.0.0.1:8300" },
+			setup:    func(f *fakeRPC, _ *Config) { f.replies[structs.MethodStatusLeader.Name()] = "127.0.0.1:8300" },
 			wantCode: 200, wantBody: `"127.0.0.1:8300"`,
 			// Consul sends no read headers here.
 			wantHeaders: map[string]string{"Content-Type": "application/json", "X-Consul-Index": ""},
-			wantCalls:   dcReq(structs.MethodStatusLeader, qo()),
+			wantCalls:   dcReq(structs.MethodStatusLeader.Name(), qo()),
 		},
 		{name: "no leader yet", path: "/v1/status/leader?stale", wantCode: 200, wantBody: `""`,
-			wantCalls: dcReq(structs.MethodStatusLeader, structs.QueryOptions{Datacenter: testDC, AllowStale: true})},
+			wantCalls: dcReq(structs.MethodStatusLeader.Name(), structs.QueryOptions{Datacenter: testDC, AllowStale: true})},
 		{
 			name: "peers", path: "/v1/status/peers?dc=dc2",
 			setup: func(f *fakeRPC, _ *Config) {
-				f.replies[structs.MethodStatusPeers] = []string{"10.0.0.1:8300", "10.0.0.2:8300"}
+				f.replies[structs.MethodStatusPeers.Name()] = []string{"10.0.0.1:8300", "10.0.0.2:8300"}
 			},
 			wantCode: 200, wantBody: `["10.0.0.1:8300","10.0.0.2:8300"]`,
-			wantCalls: dcReq(structs.MethodStatusPeers, structs.QueryOptions{Datacenter: "dc2"}),
+			wantCalls: dcReq(structs.MethodStatusPeers.Name(), structs.QueryOptions{Datacenter: "dc2"}),
 		},
 		{name: "no peers is []", path: "/v1/status/peers", wantCode: 200, wantBody: "[]", anyCalls: true},
 		{
 			name: "unknown datacenter", path: "/v1/status/peers?dc=nowhere",
-			setup:    func(f *fakeRPC, _ *Config) { f.errs[structs.MethodStatusPeers] = structs.ErrNoDCPath },
+			setup:    func(f *fakeRPC, _ *Config) { f.errs[structs.MethodStatusPeers.Name()] = structs.ErrNoDCPath },
 			wantCode: 500, wantBody: "No path to datacenter", anyCalls: true,
 		},
 		{
 			name: "raft configuration", path: "/v1/operator/raft/configuration",
 			setup: func(f *fakeRPC, _ *Config) {
-				f.replies[structs.MethodOperatorRaftConfig] = structs.RaftConfigurationResponse{
+				f.replies[structs.MethodOperatorRaftConfig.Name()] = structs.RaftConfigurationResponse{
 					Servers: []*structs.RaftServer{{ID: "id1", Node: "n1", Address: "127.0.0.1:8300", Leader: true, ProtocolVersion: "3", Voter: true, LastIndex: 12}},
 					Index:   12,
 				}
 			},
 			wantCode: 200, wantJSON: true,
 			wantBody:  `{"Servers":[{"ID":"id1","Node":"n1","Address":"127.0.0.1:8300","Leader":true,"ProtocolVersion":"3","Voter":true,"LastIndex":12}],"Index":12}`,
-			wantCalls: dcReq(structs.MethodOperatorRaftConfig, qo()),
+			wantCalls: dcReq(structs.MethodOperatorRaftConfig.Name(), qo()),
 		},
 		{name: "PUT on status is 405", method: http.MethodPut, path: "/v1/status/leader", wantCode: 405, wantBody: "method PUT not allowed"},
 		{name: "remove peer by address", method: http.MethodDelete, path: "/v1/operator/raft/peer?address=127.0.0.2:8300&dc=dc2",
 			wantCode: 200, wantBody: "",
-			wantCalls: []rpcCall{{structs.MethodOperatorRaftRemovePeer, structs.RaftRemovePeerRequest{Address: "127.0.0.2:8300", WriteRequest: structs.WriteRequest{Datacenter: "dc2"}}}}},
+			wantCalls: []rpcCall{{structs.MethodOperatorRaftRemovePeer.Name(), structs.RaftRemovePeerRequest{Address: "127.0.0.2:8300", WriteRequest: structs.WriteRequest{Datacenter: "dc2"}}}}},
 		{name: "remove peer by id", method: http.MethodDelete, path: "/v1/operator/raft/peer?id=id2", wantCode: 200,
-			wantCalls: []rpcCall{{structs.MethodOperatorRaftRemovePeer, structs.RaftRemovePeerRequest{ID: "id2", WriteRequest: wr()}}}},
+			wantCalls: []rpcCall{{structs.MethodOperatorRaftRemovePeer.Name(), structs.RaftRemovePeerRequest{ID: "id2", WriteRequest: wr()}}}},
 		{name: "remove peer, unknown", method: http.MethodDelete, path: "/v1/operator/raft/peer?id=nope",
 			setup: func(f *fakeRPC, _ *Config) {
-				f.errs[structs.MethodOperatorRaftRemovePeer] = structs.ErrorFromString(`id "nope" was not found in the Raft configuration`)
+				f.errs[structs.MethodOperatorRaftRemovePeer.Name()] = structs.WireError("", `id "nope" was not found in the Raft configuration`)
 			},
 			wantCode: 500, wantBody: `id "nope" was not found in the Raft configuration`, anyCalls: true},
 		{name: "remove peer names none", method: http.MethodDelete, path: "/v1/operator/raft/peer", wantCode: 400,
@@ -67,7 +67,7 @@ func TestStatusAndOperator(t *testing.T) {
 		{
 			name: "autopilot health", path: "/v1/operator/autopilot/health",
 			setup: func(f *fakeRPC, _ *Config) {
-				f.replies[structs.MethodOperatorServerHealth] = structs.OperatorHealthReply{Healthy: true, FailureTolerance: 0, Servers: []structs.ServerHealth{{
+				f.replies[structs.MethodOperatorServerHealth.Name()] = structs.OperatorHealthReply{Healthy: true, FailureTolerance: 0, Servers: []structs.ServerHealth{{
 					ID: "id1", Name: "s1", Address: "127.0.0.1:8300", SerfStatus: "alive", Version: "1.22.0", Leader: true,
 					LastTerm: 2, LastIndex: 46, Healthy: true, Voter: true, StableSince: time.Date(2026, 11, 30, 7, 0, 0, 400e6, time.FixedZone("x", 3600)),
 				}}}
@@ -75,12 +75,12 @@ func TestStatusAndOperator(t *testing.T) {
 			wantCode: 200, wantJSON: true, wantHeaders: map[string]string{"X-Consul-Index": ""},
 			wantBody: `{"Healthy":true,"FailureTolerance":0,"Servers":[{"ID":"id1","Name":"s1","Address":"127.0.0.1:8300","SerfStatus":"alive","Version":"1.22.0",` +
 				`"Leader":true,"LastContact":"0s","LastTerm":2,"LastIndex":46,"Healthy":true,"Voter":true,"StableSince":"2026-11-30T06:00:00Z"}]}`,
-			wantCalls: dcReq(structs.MethodOperatorServerHealth, qo()),
+			wantCalls: dcReq(structs.MethodOperatorServerHealth.Name(), qo()),
 		},
 		{
 			name: "autopilot health, unhealthy: 429 with the body", path: "/v1/operator/autopilot/health",
 			setup: func(f *fakeRPC, _ *Config) {
-				f.replies[structs.MethodOperatorServerHealth] = structs.OperatorHealthReply{Servers: []structs.ServerHealth{{
+				f.replies[structs.MethodOperatorServerHealth.Name()] = structs.OperatorHealthReply{Servers: []structs.ServerHealth{{
 					ID: "id2", SerfStatus: "failed", LastContact: -1, Voter: true,
 				}}}
 			},

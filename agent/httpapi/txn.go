@@ -54,7 +54,7 @@ func (s *Server) txn(w http.ResponseWriter, r *http.Request) (any, error) {
 		if err := s.parseQuery(r, &args.QueryOptions); err != nil {
 			return nil, err
 		}
-		if err := s.rpc.RPC(r.Context(), structs.MethodTxnRead, &args, &reply); err != nil {
+		if err := structs.MethodTxnRead.Call(r.Context(), s.rpc, &args, &reply); err != nil {
 			return nil, err
 		}
 		// A read-only transaction does not block, so Consul sends only
@@ -66,7 +66,7 @@ func (s *Server) txn(w http.ResponseWriter, r *http.Request) (any, error) {
 	} else {
 		args := structs.TxnRequest{Ops: ops}
 		s.parseWrite(r, &args.WriteRequest)
-		if err := s.rpc.RPC(r.Context(), structs.MethodTxnApply, &args, &reply); err != nil {
+		if err := structs.MethodTxnApply.Call(r.Context(), s.rpc, &args, &reply); err != nil {
 			return nil, err
 		}
 	}

@@ -18,7 +18,7 @@ func TestTxn(t *testing.T) {
 		}}}
 	}
 	committed := func(f *fakeRPC, _ *Config) {
-		f.replies[structs.MethodTxnApply] = structs.TxnResponse{Results: structs.TxnResults{
+		f.replies[structs.MethodTxnApply.Name()] = structs.TxnResponse{Results: structs.TxnResults{
 			{KV: &structs.DirEntry{Key: "k", Flags: 1, RaftIndex: structs.RaftIndex{CreateIndex: 20, ModifyIndex: 20}}},
 		}}
 	}
@@ -37,7 +37,7 @@ func TestTxn(t *testing.T) {
 			wantCode: 200, wantJSON: true,
 			wantBody:    `{"Results":[{"KV":{"LockIndex":0,"Key":"k","Flags":1,"Value":null,"CreateIndex":20,"ModifyIndex":20}}],"Errors":null}`,
 			wantHeaders: map[string]string{"X-Consul-Index": "", "X-Consul-KnownLeader": ""},
-			wantCalls: []rpcCall{{structs.MethodTxnApply, structs.TxnRequest{
+			wantCalls: []rpcCall{{structs.MethodTxnApply.Name(), structs.TxnRequest{
 				Ops:          structs.TxnOps{kvOp(structs.KVSet, "k", []byte("hi"), 1, 0, ""), kvOp(structs.KVCheckIndex, "k2", nil, 0, 5, "")},
 				WriteRequest: structs.WriteRequest{Datacenter: testDC, Token: "t"},
 			}}},
@@ -46,7 +46,7 @@ func TestTxn(t *testing.T) {
 			name: "read-only goes through Txn.Read", method: put, path: "/v1/txn?stale",
 			body: `[{"KV":{"Verb":"get","Key":"k"}},{"KV":{"Verb":"check-session","Key":"k","Session":"s"}}]`,
 			setup: func(f *fakeRPC, _ *Config) {
-				f.replies[structs.MethodTxnRead] = structs.TxnResponse{
+				f.replies[structs.MethodTxnRead.Name()] = structs.TxnResponse{
 					Results:   structs.TxnResults{{KV: &structs.DirEntry{Key: "k", Value: []byte("v")}}},
 					QueryMeta: structs.QueryMeta{Index: 30, LastContact: 2_000_000, KnownLeader: true},
 				}
@@ -54,7 +54,7 @@ func TestTxn(t *testing.T) {
 			wantCode: 200, wantJSON: true,
 			wantBody:    `{"Results":[{"KV":{"LockIndex":0,"Key":"k","Flags":0,"Value":"dg==","CreateIndex":0,"ModifyIndex":0}}],"Errors":null}`,
 			wantHeaders: map[string]string{"X-Consul-LastContact": "2", "X-Consul-KnownLeader": "true", "X-Consul-Index": ""},
-			wantCalls: []rpcCall{{structs.MethodTxnRead, structs.TxnReadRequest{
+			wantCalls: []rpcCall{{structs.MethodTxnRead.Name(), structs.TxnReadRequest{
 				Ops:          structs.TxnOps{kvOp(structs.KVGet, "k", nil, 0, 0, ""), kvOp(structs.KVCheckSession, "k", nil, 0, 0, "s")},
 				QueryOptions: structs.QueryOptions{Datacenter: testDC, AllowStale: true},
 			}}},
@@ -63,7 +63,7 @@ func TestTxn(t *testing.T) {
 			name: "rolled back is 409 with null results", method: put, path: "/v1/txn",
 			body: `[{"KV":{"Verb":"set","Key":"a"}},{"KV":{"Verb":"cas","Key":"b","Index":3}}]`,
 			setup: func(f *fakeRPC, _ *Config) {
-				f.replies[structs.MethodTxnApply] = structs.TxnResponse{
+				f.replies[structs.MethodTxnApply.Name()] = structs.TxnResponse{
 					Results: structs.TxnResults{{KV: &structs.DirEntry{Key: "a"}}},
 					Errors:  structs.TxnErrors{{OpIndex: 1, What: `failed to set key "b", index is stale`}},
 				}
@@ -94,7 +94,7 @@ func TestTxn(t *testing.T) {
 		},
 		{
 			name: "backend error", method: put, path: "/v1/txn", body: `[{"KV":{"Verb":"delete-tree","Key":"p/"}}]`,
-			setup:    func(f *fakeRPC, _ *Config) { f.errs[structs.MethodTxnApply] = structs.ErrNoLeader },
+			setup:    func(f *fakeRPC, _ *Config) { f.errs[structs.MethodTxnApply.Name()] = structs.ErrNoLeader },
 			wantCode: 500, wantBody: "No cluster leader", anyCalls: true,
 		},
 	})

@@ -92,7 +92,7 @@ func (f *fakeCA) rotate(keyType string, bits int) {
 
 func (f *fakeCA) RPC(ctx context.Context, method string, args, reply any) error {
 	switch method {
-	case structs.MethodConnectCARoots:
+	case structs.MethodConnectCARoots.Name():
 		q := args.(*structs.DCSpecificRequest).QueryOptions
 		for {
 			f.mu.Lock()
@@ -115,7 +115,7 @@ func (f *fakeCA) RPC(ctx context.Context, method string, args, reply any) error 
 				return nil
 			}
 		}
-	case structs.MethodConnectCASign:
+	case structs.MethodConnectCASign.Name():
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.signs++

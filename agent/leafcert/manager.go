@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"time"
 
@@ -31,13 +30,6 @@ import (
 	"github.com/trellis-mesh/trellis/connect/ca"
 	"github.com/trellis-mesh/trellis/structs"
 )
-
-// RPC is how the manager reaches the servers (the agent's RPC client, or
-// the local server on a server agent). Methods used: ConnectCA.Roots and
-// ConnectCA.Sign.
-type RPC interface {
-	RPC(ctx context.Context, method string, args, reply any) error
-}
 
 // Errors of the manager.
 var (
@@ -83,8 +75,9 @@ const (
 // Config holds the manager's dependencies and tuning. Zero durations take
 // the defaults above; a negative RootChangeJitter re-issues at once.
 type Config struct {
-	// RPC reaches the servers. Required.
-	RPC RPC
+	// RPC reaches the servers (the agent's RPC client, or the local server
+	// on a server agent) for ConnectCA.Roots and ConnectCA.Sign. Required.
+	RPC structs.Caller
 	// Datacenter is this agent's datacenter: the dc of every identity.
 	// Required.
 	Datacenter string
@@ -291,7 +284,7 @@ func (m *Manager) entry(service string) (*entry, error) {
 // 429 to a rate limit); the manager keeps retrying in the background, so a
 // later request finds the certificate.
 func waitable(err error) bool {
-	return errors.Is(err, errNoRoots) || strings.HasPrefix(err.Error(), "CA is uninitialized")
+	return errors.Is(err, errNoRoots) || errors.Is(err, structs.ErrCANotInitialized)
 }
 
 // run keeps one service's certificate fresh until the manager stops or
@@ -360,7 +353,7 @@ func (m *Manager) fetch(e *entry) error {
 	ctx, cancel := context.WithTimeout(m.ctx, rpcTimeout)
 	defer cancel()
 	var reply structs.IssuedCert
-	err = m.cfg.RPC.RPC(ctx, structs.MethodConnectCASign, &structs.CASignRequest{
+	err = structs.MethodConnectCASign.Call(ctx, m.cfg.RPC, &structs.CASignRequest{
 		CSR: csrPEM, WriteRequest: structs.WriteRequest{Datacenter: m.cfg.Datacenter},
 	}, &reply)
 	if err != nil {

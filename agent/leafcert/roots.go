@@ -17,7 +17,7 @@ func (m *Manager) watchRoots() {
 	for {
 		var reply structs.IndexedCARoots
 		ctx, cancel := context.WithTimeout(m.ctx, m.cfg.RootsWait+rpcTimeout)
-		err := m.cfg.RPC.RPC(ctx, structs.MethodConnectCARoots, &structs.DCSpecificRequest{
+		err := structs.MethodConnectCARoots.Call(ctx, m.cfg.RPC, &structs.DCSpecificRequest{
 			QueryOptions: structs.QueryOptions{Datacenter: m.cfg.Datacenter, MinQueryIndex: index, MaxQueryTime: m.cfg.RootsWait},
 		}, &reply)
 		cancel()

@@ -58,7 +58,7 @@ func (f *fakeCatalog) RPC(ctx context.Context, method string, args, reply any) e
 		<-ctx.Done()
 		return ctx.Err()
 	}
-	if hook != nil && (method == structs.MethodCatalogRegister || method == structs.MethodCatalogDeregister) {
+	if hook != nil && (method == structs.MethodCatalogRegister.Name() || method == structs.MethodCatalogDeregister.Name()) {
 		hook(method, args)
 	}
 	f.mu.Lock()
@@ -78,13 +78,13 @@ func (f *fakeCatalog) RPC(ctx context.Context, method string, args, reply any) e
 		return failWith
 	}
 	switch method {
-	case structs.MethodCatalogRegister:
+	case structs.MethodCatalogRegister.Name():
 		rc.err = f.register(args.(*structs.RegisterRequest))
 		return rc.err
-	case structs.MethodCatalogDeregister:
+	case structs.MethodCatalogDeregister.Name():
 		f.deregister(args.(*structs.DeregisterRequest))
 		return nil
-	case structs.MethodCatalogNodeServices:
+	case structs.MethodCatalogNodeServices.Name():
 		node := args.(*structs.NodeSpecificRequest).Node
 		out := reply.(*structs.IndexedNodeServices)
 		out.Index = 1
@@ -96,7 +96,7 @@ func (f *fakeCatalog) RPC(ctx context.Context, method string, args, reply any) e
 			out.NodeServices = ns
 		}
 		return nil
-	case structs.MethodHealthNodeChecks:
+	case structs.MethodHealthNodeChecks.Name():
 		node := args.(*structs.NodeSpecificRequest).Node
 		out := reply.(*structs.IndexedHealthChecks)
 		out.Index = 1
@@ -284,7 +284,7 @@ func (f *fakeCatalog) writes() int {
 	defer f.mu.Unlock()
 	n := 0
 	for _, c := range f.calls {
-		if c.method == structs.MethodCatalogRegister || c.method == structs.MethodCatalogDeregister {
+		if c.method == structs.MethodCatalogRegister.Name() || c.method == structs.MethodCatalogDeregister.Name() {
 			n++
 		}
 	}

@@ -47,12 +47,12 @@ func startServer(t *testing.T) *server.Server {
 	return srv
 }
 
-func rpcOK(t *testing.T, srv *server.Server, method string, args, reply any) {
+func rpcOK[A, R any](t *testing.T, srv *server.Server, m structs.Method[A, R], args *A, reply *R) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := srv.RPC(ctx, method, args, reply); err != nil {
-		t.Fatalf("%s: %v", method, err)
+	if err := m.Call(ctx, srv, args, reply); err != nil {
+		t.Fatalf("%s: %v", m.Name(), err)
 	}
 }
 

@@ -15,12 +15,6 @@ import (
 	"github.com/trellis-mesh/trellis/structs"
 )
 
-// RPC is how the syncer reaches the servers: the agent's RPC client on a
-// client agent, the server itself on a server (agent.Agent.RPC).
-type RPC interface {
-	RPC(ctx context.Context, method string, args, reply any) error
-}
-
 // Syncer defaults.
 const (
 	// DefaultAEInterval is Consul's anti-entropy interval for clusters of
@@ -45,8 +39,10 @@ const (
 // required, and the State's Config must give AdvertiseAddr (the node's
 // catalog address).
 type SyncerConfig struct {
-	State  *State
-	RPC    RPC
+	State *State
+	// RPC reaches the servers: the agent's RPC client on a client agent,
+	// the server itself on a server.
+	RPC    structs.Caller
 	Logger *slog.Logger
 	// Interval is the base interval of full syncs (AEInterval); zero means
 	// DefaultAEInterval.
@@ -305,11 +301,11 @@ func (sy *Syncer) SyncFull(ctx context.Context) error {
 	cfg := sy.state.cfg
 	q := structs.QueryOptions{Datacenter: cfg.Datacenter, AllowStale: true}
 	var services structs.IndexedNodeServices
-	if err := sy.call(ctx, structs.MethodCatalogNodeServices, &structs.NodeSpecificRequest{Node: cfg.NodeName, QueryOptions: q}, &services); err != nil {
+	if err := syncCall(ctx, sy, structs.MethodCatalogNodeServices, &structs.NodeSpecificRequest{Node: cfg.NodeName, QueryOptions: q}, &services); err != nil {
 		return fmt.Errorf("read catalog services of node: %w", err)
 	}
 	var checks structs.IndexedHealthChecks
-	if err := sy.call(ctx, structs.MethodHealthNodeChecks, &structs.NodeSpecificRequest{Node: cfg.NodeName, QueryOptions: q}, &checks); err != nil {
+	if err := syncCall(ctx, sy, structs.MethodHealthNodeChecks, &structs.NodeSpecificRequest{Node: cfg.NodeName, QueryOptions: q}, &checks); err != nil {
 		return fmt.Errorf("read catalog checks of node: %w", err)
 	}
 	sy.state.markDrift(services.NodeServices, checks.HealthChecks)
@@ -324,13 +320,14 @@ func (sy *Syncer) SyncChanges(ctx context.Context) error {
 	return sy.syncChanges(ctx)
 }
 
-func (sy *Syncer) call(ctx context.Context, method string, args, reply any) error {
+// syncCall makes one call of a sync round, within the RPC timeout.
+func syncCall[A, R any](ctx context.Context, sy *Syncer, m structs.Method[A, R], args *A, reply *R) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, sy.cfg.RPCTimeout)
 	defer cancel()
-	return sy.cfg.RPC.RPC(ctx, method, args, reply)
+	return m.Call(ctx, sy.cfg.RPC, args, reply)
 }
 
 // fatal reports errors that doom the rest of a round: no server or leader
@@ -365,7 +362,7 @@ func (sy *Syncer) syncChanges(ctx context.Context) error {
 		} else {
 			req.CheckID = d.id
 		}
-		return sy.call(ctx, structs.MethodCatalogDeregister, req, &struct{}{})
+		return syncCall(ctx, sy, structs.MethodCatalogDeregister, req, &struct{}{})
 	}
 
 	for _, d := range p.deregServices {
@@ -394,7 +391,7 @@ func (sy *Syncer) syncChanges(ctx context.Context) error {
 		for _, c := range item.checks {
 			req.Checks = append(req.Checks, c.check)
 		}
-		err := sy.call(ctx, structs.MethodCatalogRegister, req, &struct{}{})
+		err := syncCall(ctx, sy, structs.MethodCatalogRegister, req, &struct{}{})
 		if err == nil || errors.Is(err, structs.ErrPermissionDenied) {
 			sy.state.serviceRegistered(item, err == nil && !req.SkipNodeUpdate)
 			sy.logger.Info("synced service", "service", item.svc.ID)
@@ -417,7 +414,7 @@ func (sy *Syncer) syncChanges(ctx context.Context) error {
 		req := sy.registerRequest(p.nodeInSync, item.token)
 		req.Service = item.svc
 		req.Check = item.check
-		err := sy.call(ctx, structs.MethodCatalogRegister, req, &struct{}{})
+		err := syncCall(ctx, sy, structs.MethodCatalogRegister, req, &struct{}{})
 		if err == nil || errors.Is(err, structs.ErrPermissionDenied) {
 			sy.state.checkRegistered(item, err == nil && !req.SkipNodeUpdate)
 			sy.logger.Debug("synced check", "check", item.check.CheckID)
@@ -430,7 +427,7 @@ func (sy *Syncer) syncChanges(ctx context.Context) error {
 	// alone when nothing else went.
 	if !sy.state.isNodeInSync() {
 		req := sy.registerRequest(false, "")
-		if err := sy.call(ctx, structs.MethodCatalogRegister, req, &struct{}{}); err == nil {
+		if err := syncCall(ctx, sy, structs.MethodCatalogRegister, req, &struct{}{}); err == nil {
 			sy.state.nodeRegistered()
 			sy.logger.Info("synced node info")
 		} else {

@@ -15,7 +15,7 @@ import (
 
 const waitLimit = 5 * time.Second
 
-func newTestSyncer(t *testing.T, s *State, rpc RPC, mod func(*SyncerConfig)) *Syncer {
+func newTestSyncer(t *testing.T, s *State, rpc structs.Caller, mod func(*SyncerConfig)) *Syncer {
 	t.Helper()
 	cfg := SyncerConfig{State: s, RPC: rpc, Interval: time.Hour, RetryMin: 10 * time.Millisecond, RetryMax: 50 * time.Millisecond,
 		ServerUpStagger: 10 * time.Millisecond, RPCTimeout: 5 * time.Second}
@@ -70,7 +70,7 @@ func TestSyncerPushesChangesAtOnce(t *testing.T) {
 		t.Fatalf("calls: %s", describeCalls(calls))
 	}
 	for _, c := range calls {
-		if c.method != structs.MethodCatalogRegister || c.reg.Service == nil || !c.reg.SkipNodeUpdate || c.reg.Token != "tok" {
+		if c.method != structs.MethodCatalogRegister.Name() || c.reg.Service == nil || !c.reg.SkipNodeUpdate || c.reg.Token != "tok" {
 			t.Fatalf("unexpected call %s %+v", c.method, c.reg)
 		}
 	}

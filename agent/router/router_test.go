@@ -152,7 +152,7 @@ func TestRouterWrites(t *testing.T) {
 			r.Update([]serf.Member{member("s1", "127.0.0.1", 1001, serf.StatusAlive, "dc1"), member("s2", "127.0.0.1", 1002, serf.StatusAlive, "dc1")})
 			req := &structs.KVSRequest{Op: structs.KVSet, DirEnt: structs.DirEntry{Key: "k"}}
 			var ok bool
-			err := r.RPC(context.Background(), structs.MethodKVSApply, req, &ok)
+			err := structs.MethodKVSApply.Call(context.Background(), r, req, &ok)
 			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
 				t.Fatalf("err = %v, want %v", err, tc.want)
 			}

@@ -22,23 +22,3 @@ var (
 	// ErrInvalidFilter wraps a filter expression that does not parse.
 	ErrInvalidFilter = errors.New("query: invalid filter")
 )
-
-// The internal RPC methods that serve the derived reads of this package
-// to client agents (the others use the existing methods of structs).
-// Arguments and replies are given beside each. They belong with the other
-// method names in structs/endpoints*.go; they live here because their
-// reply types are proxycfg's.
-const (
-	// MethodResolveServiceConfig merges proxy-defaults and
-	// service-defaults for a proxied service and its upstreams.
-	MethodResolveServiceConfig = "ConfigEntry.ResolveServiceConfig" // *structs.ServiceConfigRequest -> *structs.ServiceConfigResponse
-	// MethodIntentionUpstreams lists the services intentions allow a
-	// service to reach.
-	MethodIntentionUpstreams = "Internal.IntentionUpstreams" // *structs.ServiceSpecificRequest -> *structs.ServiceNames
-	// MethodGatewayServices lists the services an ingress or terminating
-	// gateway routes to.
-	MethodGatewayServices = "Internal.GatewayServices" // *structs.ServiceSpecificRequest -> *structs.IndexedGatewayServices
-	// MethodServicesByKind lists every instance of a service kind with
-	// its checks.
-	MethodServicesByKind = "Internal.ServicesByKind" // *structs.ServiceKindRequest -> *structs.IndexedCheckServiceNodes
-)

@@ -40,7 +40,7 @@ func newFakeHealth() *fakeHealth {
 }
 
 func (f *fakeHealth) RPC(ctx context.Context, method string, args, reply any) error {
-	if method != structs.MethodHealthServiceNodes {
+	if method != structs.MethodHealthServiceNodes.Name() {
 		return fmt.Errorf("unexpected method %s", method)
 	}
 	req := args.(*structs.ServiceSpecificRequest)

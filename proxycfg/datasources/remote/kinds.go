@@ -51,7 +51,7 @@ func (c intentionUpstreams) Notify(ctx context.Context, req *structs.ServiceSpec
 	if req.ServiceName == "" {
 		return invalid("intention upstreams: no service name")
 	}
-	return subscribe[structs.ServiceSpecificRequest, proxycfg.ServiceNames](c.s, ctx, query.MethodIntentionUpstreams, req, req.ServiceName, corr, ch, nil)
+	return subscribe[structs.ServiceSpecificRequest, proxycfg.ServiceNames](c.s, ctx, structs.MethodIntentionUpstreams, req, req.ServiceName, corr, ch, nil)
 }
 
 type configEntry struct{ s *Sources }
@@ -87,7 +87,7 @@ func (c serviceConfig) Notify(ctx context.Context, req *proxycfg.ServiceConfigRe
 	if req.Name == "" {
 		return invalid("service config: no service name")
 	}
-	return subscribe[proxycfg.ServiceConfigRequest, proxycfg.ServiceConfigResponse](c.s, ctx, query.MethodResolveServiceConfig, req, req.Name, corr, ch, nil)
+	return subscribe[proxycfg.ServiceConfigRequest, proxycfg.ServiceConfigResponse](c.s, ctx, structs.MethodResolveServiceConfig, req, req.Name, corr, ch, nil)
 }
 
 type discoveryChain struct{ s *Sources }
@@ -139,7 +139,7 @@ func (c gatewayServices) Notify(ctx context.Context, req *structs.ServiceSpecifi
 	if req.ServiceName == "" {
 		return invalid("gateway services: no gateway name")
 	}
-	return subscribe[structs.ServiceSpecificRequest, proxycfg.IndexedGatewayServices](c.s, ctx, query.MethodGatewayServices, req, req.ServiceName, corr, ch, nil)
+	return subscribe[structs.ServiceSpecificRequest, proxycfg.IndexedGatewayServices](c.s, ctx, structs.MethodGatewayServices, req, req.ServiceName, corr, ch, nil)
 }
 
 type servicesByKind struct{ s *Sources }
@@ -148,7 +148,7 @@ func (c servicesByKind) Notify(ctx context.Context, req *proxycfg.ServiceKindReq
 	if req.Kind == structs.ServiceKindTypical {
 		return invalid("services by kind: no kind")
 	}
-	return subscribe[proxycfg.ServiceKindRequest, structs.IndexedCheckServiceNodes](c.s, ctx, query.MethodServicesByKind, req, string(req.Kind), corr, ch, nil)
+	return subscribe[proxycfg.ServiceKindRequest, structs.IndexedCheckServiceNodes](c.s, ctx, structs.MethodServicesByKind, req, string(req.Kind), corr, ch, nil)
 }
 
 // datacenters answers with the agent's datacenter only: Trellis has no

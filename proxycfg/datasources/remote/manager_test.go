@@ -19,7 +19,7 @@ import (
 // subject (the service or chain asked about), and the first calls
 // (MinQueryIndex 0) among them.
 type countingRPC struct {
-	next RPC
+	next structs.Caller
 
 	mu      sync.Mutex
 	calls   map[string]int
@@ -132,24 +132,24 @@ func TestManagerDedupOverRealServer(t *testing.T) {
 		return true
 	})
 	for _, up := range names {
-		if _, initial := rpc.counts(structs.MethodHealthServiceNodes + ":" + up); initial != 1 {
+		if _, initial := rpc.counts(structs.MethodHealthServiceNodes.Name() + ":" + up); initial != 1 {
 			t.Errorf("%s: %d first health queries for %d proxies, want 1", up, initial, proxies)
 		}
-		if _, initial := rpc.counts(structs.MethodDiscoveryChainGet + ":" + up); initial != 1 {
+		if _, initial := rpc.counts(structs.MethodDiscoveryChainGet.Name() + ":" + up); initial != 1 {
 			t.Errorf("%s: %d first chain queries, want 1", up, initial)
 		}
 	}
-	if _, initial := rpc.counts(structs.MethodConnectCARoots); initial != 1 {
+	if _, initial := rpc.counts(structs.MethodConnectCARoots.Name()); initial != 1 {
 		t.Errorf("%d first roots queries, want 1", initial)
 	}
 	if st := src.Stats(); st.Queries > 2*upstreams+5 {
 		t.Errorf("%d distinct queries for %d proxies: %+v", st.Queries, proxies, st)
 	}
 
-	before, _ := rpc.counts(structs.MethodHealthServiceNodes + ":up2")
+	before, _ := rpc.counts(structs.MethodHealthServiceNodes.Name() + ":up2")
 	dstest.Register(t, srv, "n-up2b", dstest.Sidecar("up2", 21000))
 	waitAll("up2's second endpoint", func(s *proxycfg.ConfigSnapshot) bool { return endpoints(s, "up2") == 2 })
-	after, _ := rpc.counts(structs.MethodHealthServiceNodes + ":up2")
+	after, _ := rpc.counts(structs.MethodHealthServiceNodes.Name() + ":up2")
 	if after-before > 2 {
 		t.Fatalf("%d health queries for up2 to tell %d proxies about one change", after-before, proxies)
 	}

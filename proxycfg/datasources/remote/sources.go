@@ -55,19 +55,14 @@ const (
 	rpcGrace = time.Minute
 )
 
-// RPC reaches the servers: the agent's RPC method (the router on a client
-// agent).
-type RPC interface {
-	RPC(ctx context.Context, method string, args, reply any) error
-}
-
 // Stats are the counters of the sources: running queries (one blocking
 // loop each), their subscribers, and the queries started so far.
 type Stats = fanout.Stats
 
 // Config holds what the sources need. RPC and Datacenter are required.
 type Config struct {
-	RPC    RPC
+	// RPC reaches the servers (the agent: its router on a client agent).
+	RPC    structs.Caller
 	Logger *slog.Logger
 	// Datacenter is the agent's datacenter (the Datacenters source lists
 	// it alone: Trellis has no WAN federation yet).
@@ -146,10 +141,10 @@ type metaResp[T any] interface {
 // blocking loop when it is new. convert turns a reply into the documented
 // result (nil: the reply itself). what names the question in logs.
 func subscribe[Req, Resp any, PReq queryReq[Req], PResp metaResp[Resp]](
-	s *Sources, ctx context.Context, method string, req PReq, what, corr string,
+	s *Sources, ctx context.Context, method structs.Method[Req, Resp], req PReq, what, corr string,
 	ch chan<- proxycfg.UpdateEvent, convert func(PResp) (any, error),
 ) error {
-	return s.group.Subscribe(ctx, fanout.Key(method, req), method+":"+what, corr, ch, func() fanout.Runner {
+	return s.group.Subscribe(ctx, fanout.Key(method.Name(), req), method.Name()+":"+what, corr, ch, func() fanout.Runner {
 		return blockingLoop[Req, Resp](s, method, req, convert)
 	})
 }
@@ -157,7 +152,7 @@ func subscribe[Req, Resp any, PReq queryReq[Req], PResp metaResp[Resp]](
 // blockingLoop is the runner of one question: a blocking query, its
 // result published, then the next query from the result's index.
 func blockingLoop[Req, Resp any, PReq queryReq[Req], PResp metaResp[Resp]](
-	s *Sources, method string, req PReq, convert func(PResp) (any, error),
+	s *Sources, method structs.Method[Req, Resp], req PReq, convert func(PResp) (any, error),
 ) fanout.Runner {
 	return func(ctx context.Context, out fanout.Sink) {
 		bo := fanout.Backoff{Min: s.cfg.RetryMin, Max: s.cfg.RetryMax}
@@ -176,7 +171,7 @@ func blockingLoop[Req, Resp any, PReq queryReq[Req], PResp metaResp[Resp]](
 			reply := PResp(new(Resp))
 			start := time.Now()
 			cctx, cancel := context.WithTimeout(ctx, s.cfg.MaxQueryTime+rpcGrace)
-			err := s.cfg.RPC.RPC(cctx, method, args, reply)
+			err := method.Call(cctx, s.cfg.RPC, args, reply)
 			cancel()
 			if ctx.Err() != nil {
 				return

@@ -40,19 +40,19 @@ func StartServer(t testing.TB, nodeName string) (srv *server.Server, addr string
 	WaitFor(t, "leadership", srv.IsLeader)
 	WaitFor(t, "the CA", func() bool {
 		var roots structs.IndexedCARoots
-		err := srv.RPC(context.Background(), structs.MethodConnectCARoots, &structs.DCSpecificRequest{}, &roots)
+		err := structs.MethodConnectCARoots.Call(context.Background(), srv, &structs.DCSpecificRequest{}, &roots)
 		return err == nil && roots.ActiveRootID != ""
 	})
 	return srv, ln.Addr().String()
 }
 
 // Call makes one RPC to srv, failing the test on error.
-func Call(t testing.TB, srv *server.Server, method string, args, reply any) {
+func Call[A, R any](t testing.TB, srv *server.Server, m structs.Method[A, R], args *A, reply *R) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
-	if err := srv.RPC(ctx, method, args, reply); err != nil {
-		t.Fatalf("%s: %v", method, err)
+	if err := m.Call(ctx, srv, args, reply); err != nil {
+		t.Fatalf("%s: %v", m.Name(), err)
 	}
 }
 
