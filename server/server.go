@@ -213,7 +213,7 @@ func (s *Server) Shutdown() error {
 		_ = s.transport.Close()
 		_ = s.mux.Close()
 		s.wg.Wait()
-		s.sessionTimers.stopAll()
+		s.sessionTimers.close()
 		s.pool.Close()
 		if s.raftStore != nil {
 			if cerr := s.raftStore.Close(); cerr != nil && err == nil {
