@@ -31,7 +31,7 @@ type connectProxy struct {
 	leaf          *structs.IssuedCert
 	intentions    structs.Intentions
 	intentionsSet bool
-	svcConfig     *ServiceConfigResponse
+	svcConfig     *structs.ServiceConfigResponse
 	// implicit are the transparent-mode upstream names, sorted.
 	implicit []string
 	ups      upstreamSet
@@ -59,7 +59,7 @@ func (c *connectProxy) start(s *state) error {
 		}
 	}
 	slices.Sort(names)
-	cfgReq := &ServiceConfigRequest{Name: dest, Upstreams: names, QueryOptions: s.query()}
+	cfgReq := &structs.ServiceConfigRequest{Name: dest, Upstreams: names, QueryOptions: s.query()}
 	_, err := s.reg.ensure(s.ctx, watchKey{kind: watchServiceConfig}, cfgReq, func(ctx context.Context, corr string) error {
 		return s.m.ds.ResolvedServiceConfig.Notify(ctx, cfgReq, corr, s.events)
 	})
@@ -77,14 +77,14 @@ func (c *connectProxy) handle(s *state, w *watch, ev UpdateEvent) bool {
 		}
 		return ok
 	case watchServiceConfig:
-		r, ok := resultAs[ServiceConfigResponse](s, ev)
+		r, ok := resultAs[structs.ServiceConfigResponse](s, ev)
 		if ok {
 			c.svcConfig = r
 			c.reconcile(s)
 		}
 		return ok
 	case watchIntentionUpstreams:
-		r, ok := resultAs[ServiceNames](s, ev)
+		r, ok := resultAs[structs.ServiceNames](s, ev)
 		if ok {
 			c.implicit = r.Services
 			c.reconcile(s)

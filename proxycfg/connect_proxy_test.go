@@ -110,8 +110,8 @@ func TestConnectProxyStateMachine(t *testing.T) {
 							send(t, testLeaf("web", "01"))
 						h.f.configEntry.waitSub(t, "mesh", func(r *structs.ConfigEntryQuery) bool { return r.Kind == structs.MeshConfig }).
 							send(t, &structs.ConfigEntryResponse{Entry: &structs.MeshConfigEntry{TransparentProxy: structs.TransparentProxyMeshConfig{MeshDestinationsOnly: true}}})
-						h.f.serviceConfig.waitSub(t, "config web", func(r *ServiceConfigRequest) bool { return r.Name == "web" }).
-							send(t, &ServiceConfigResponse{Protocol: "http"})
+						h.f.serviceConfig.waitSub(t, "config web", func(r *structs.ServiceConfigRequest) bool { return r.Name == "web" }).
+							send(t, &structs.ServiceConfigResponse{Protocol: "http"})
 					},
 				},
 				{
@@ -229,7 +229,7 @@ func TestConnectProxyStateMachine(t *testing.T) {
 					}
 					ch.send(t, testChain("cache", cacheTarget))
 					pushEndpoints(cacheTarget, testNodes("cache", "10.2.0.1"))(t, h)
-					h.f.byKind.waitSub(t, "dc1 gateways", func(r *ServiceKindRequest) bool {
+					h.f.byKind.waitSub(t, "dc1 gateways", func(r *structs.ServiceKindRequest) bool {
 						return r.Kind == structs.ServiceKindMeshGateway && r.Datacenter == "dc1"
 					}).send(t, testNodes("gw", "10.0.0.100"))
 				},
@@ -264,7 +264,7 @@ func TestConnectProxyStateMachine(t *testing.T) {
 						if n := h.f.chain.callCount(); n != 0 {
 							t.Fatalf("%d chain watches before the config", n)
 						}
-						cfg.send(t, &ServiceConfigResponse{Protocol: "http", UpstreamConfigs: map[string]*structs.UpstreamConfig{
+						cfg.send(t, &structs.ServiceConfigResponse{Protocol: "http", UpstreamConfigs: map[string]*structs.UpstreamConfig{
 							"db": {Protocol: "http", ConnectTimeoutMs: 2500},
 						}})
 						c := h.f.chain.waitSub(t, "db", chainFor("db"))
@@ -280,7 +280,7 @@ func TestConnectProxyStateMachine(t *testing.T) {
 					name: "a new protocol restarts the chain watch, keeping endpoints meanwhile",
 					do: func(t *testing.T, h *harness) {
 						old := h.f.chain.waitSub(t, "db", chainFor("db"))
-						h.f.serviceConfig.waitSub(t, "config", nil).send(t, &ServiceConfigResponse{Protocol: "http", UpstreamConfigs: map[string]*structs.UpstreamConfig{
+						h.f.serviceConfig.waitSub(t, "config", nil).send(t, &structs.ServiceConfigResponse{Protocol: "http", UpstreamConfigs: map[string]*structs.UpstreamConfig{
 							"db": {Protocol: "grpc"},
 						}})
 						c := h.f.chain.waitSub(t, "db grpc", func(r *structs.DiscoveryChainRequest) bool { return r.Name == "db" && r.OverrideProtocol == "grpc" })
@@ -307,11 +307,11 @@ func TestConnectProxyStateMachine(t *testing.T) {
 				{
 					name: "central config turns on transparent mode",
 					do: func(t *testing.T, h *harness) {
-						h.f.serviceConfig.waitSub(t, "config", nil).send(t, &ServiceConfigResponse{
+						h.f.serviceConfig.waitSub(t, "config", nil).send(t, &structs.ServiceConfigResponse{
 							Mode: structs.ProxyModeTransparent, UpstreamDefaults: &structs.UpstreamConfig{ConnectTimeoutMs: 1234},
 						})
 						h.f.intentionUpstreams.waitSub(t, "web", func(r *structs.ServiceSpecificRequest) bool { return r.ServiceName == "web" }).
-							send(t, &ServiceNames{Services: []string{"api", "db", "web"}})
+							send(t, &structs.ServiceNames{Services: []string{"api", "db", "web"}})
 						if r := h.f.chain.waitSub(t, "api", chainFor("api")).req; r.OverrideConnectTimeout != 1234*time.Millisecond {
 							t.Fatalf("implicit upstream chain request %+v: the upstream defaults do not apply", r)
 						}
@@ -333,7 +333,7 @@ func TestConnectProxyStateMachine(t *testing.T) {
 				{
 					name: "an upstream no longer allowed is dropped with its watches",
 					do: func(t *testing.T, h *harness) {
-						h.f.intentionUpstreams.waitSub(t, "web", nil).send(t, &ServiceNames{Services: []string{"api"}})
+						h.f.intentionUpstreams.waitSub(t, "web", nil).send(t, &structs.ServiceNames{Services: []string{"api"}})
 						h.f.chain.waitNone(t, "db", chainFor("db"))
 						h.f.health.waitNone(t, "db", healthFor("db", "", "dc1"))
 					},

@@ -98,15 +98,12 @@ type Intentions interface {
 	Notify(ctx context.Context, req *structs.ServiceSpecificRequest, correlationID string, ch chan<- UpdateEvent) error
 }
 
-// ServiceNames is defined in structs (the servers answer with it too).
-type ServiceNames = structs.ServiceNames
-
 // IntentionUpstreams watches the services that req.ServiceName may reach
 // according to intentions (every destination of an allowing intention
 // with the service, or "*", as source; with a default-allow policy, every
 // Connect service). Transparent proxies use it as their implicit upstreams.
 //
-// Result: *ServiceNames, sorted, without duplicates or "*".
+// Result: *structs.ServiceNames, sorted, without duplicates or "*".
 type IntentionUpstreams interface {
 	Notify(ctx context.Context, req *structs.ServiceSpecificRequest, correlationID string, ch chan<- UpdateEvent) error
 }
@@ -128,18 +125,12 @@ type ConfigEntryList interface {
 	Notify(ctx context.Context, req *structs.ConfigEntryQuery, correlationID string, ch chan<- UpdateEvent) error
 }
 
-// ServiceConfigRequest is defined in structs (the servers answer with it too).
-type ServiceConfigRequest = structs.ServiceConfigRequest
-
-// ServiceConfigResponse is defined in structs (the servers answer with it too).
-type ServiceConfigResponse = structs.ServiceConfigResponse
-
 // ResolvedServiceConfig watches the merged central configuration of a
 // proxied service and of its upstreams.
 //
-// Result: *ServiceConfigResponse.
+// Result: *structs.ServiceConfigResponse.
 type ResolvedServiceConfig interface {
-	Notify(ctx context.Context, req *ServiceConfigRequest, correlationID string, ch chan<- UpdateEvent) error
+	Notify(ctx context.Context, req *structs.ServiceConfigRequest, correlationID string, ch chan<- UpdateEvent) error
 }
 
 // CompiledDiscoveryChain watches the discovery chain of one upstream,
@@ -180,23 +171,14 @@ type ServiceList interface {
 	Notify(ctx context.Context, req *structs.DCSpecificRequest, correlationID string, ch chan<- UpdateEvent) error
 }
 
-// GatewayService is defined in structs (the servers answer with it too).
-type GatewayService = structs.GatewayService
-
-// IndexedGatewayServices is defined in structs (the servers answer with it too).
-type IndexedGatewayServices = structs.IndexedGatewayServices
-
 // GatewayServices watches the services of the ingress or terminating
 // gateway named req.ServiceName, as its config entry links them. A gateway
 // without an entry has no services (an empty list, not an error).
 //
-// Result: *IndexedGatewayServices.
+// Result: *structs.IndexedGatewayServices.
 type GatewayServices interface {
 	Notify(ctx context.Context, req *structs.ServiceSpecificRequest, correlationID string, ch chan<- UpdateEvent) error
 }
-
-// ServiceKindRequest is defined in structs (the servers answer with it too).
-type ServiceKindRequest = structs.ServiceKindRequest
 
 // ServicesByKind watches every instance of a service kind in a datacenter:
 // mesh gateways of the local datacenter (mesh gateway mode "local") and of
@@ -204,7 +186,7 @@ type ServiceKindRequest = structs.ServiceKindRequest
 //
 // Result: *structs.IndexedCheckServiceNodes.
 type ServicesByKind interface {
-	Notify(ctx context.Context, req *ServiceKindRequest, correlationID string, ch chan<- UpdateEvent) error
+	Notify(ctx context.Context, req *structs.ServiceKindRequest, correlationID string, ch chan<- UpdateEvent) error
 }
 
 // DatacenterList is the list of known datacenters, sorted.

@@ -174,12 +174,12 @@ type fakes struct {
 	intentionUpstreams *fakeSource[*structs.ServiceSpecificRequest]
 	configEntry        *fakeSource[*structs.ConfigEntryQuery]
 	configEntryList    *fakeSource[*structs.ConfigEntryQuery]
-	serviceConfig      *fakeSource[*ServiceConfigRequest]
+	serviceConfig      *fakeSource[*structs.ServiceConfigRequest]
 	chain              *fakeSource[*structs.DiscoveryChainRequest]
 	health             *fakeSource[*structs.ServiceSpecificRequest]
 	serviceList        *fakeSource[*structs.DCSpecificRequest]
 	gatewayServices    *fakeSource[*structs.ServiceSpecificRequest]
-	byKind             *fakeSource[*ServiceKindRequest]
+	byKind             *fakeSource[*structs.ServiceKindRequest]
 	datacenters        *fakeSource[*structs.DCSpecificRequest]
 }
 
@@ -195,12 +195,12 @@ func newFakes() *fakes {
 	f.intentionUpstreams = newFakeSource[*structs.ServiceSpecificRequest](f, "IntentionUpstreams")
 	f.configEntry = newFakeSource[*structs.ConfigEntryQuery](f, "ConfigEntry")
 	f.configEntryList = newFakeSource[*structs.ConfigEntryQuery](f, "ConfigEntryList")
-	f.serviceConfig = newFakeSource[*ServiceConfigRequest](f, "ResolvedServiceConfig")
+	f.serviceConfig = newFakeSource[*structs.ServiceConfigRequest](f, "ResolvedServiceConfig")
 	f.chain = newFakeSource[*structs.DiscoveryChainRequest](f, "CompiledDiscoveryChain")
 	f.health = newFakeSource[*structs.ServiceSpecificRequest](f, "Health")
 	f.serviceList = newFakeSource[*structs.DCSpecificRequest](f, "ServiceList")
 	f.gatewayServices = newFakeSource[*structs.ServiceSpecificRequest](f, "GatewayServices")
-	f.byKind = newFakeSource[*ServiceKindRequest](f, "ServicesByKind")
+	f.byKind = newFakeSource[*structs.ServiceKindRequest](f, "ServicesByKind")
 	f.datacenters = newFakeSource[*structs.DCSpecificRequest](f, "Datacenters")
 	return f
 }
@@ -229,7 +229,7 @@ var (
 	basicRoots      = testRoots("11111111-2222-3333-4444-555555555555.consul", "root-1")
 	basicIntentions = &structs.IndexedIntentions{Intentions: structs.Intentions{}}
 	noEntry         = &structs.ConfigEntryResponse{}
-	basicSvcConfig  = &ServiceConfigResponse{Protocol: "tcp"}
+	basicSvcConfig  = &structs.ServiceConfigResponse{Protocol: "tcp"}
 )
 
 // autoBasics makes the sources answer what every proxy needs at once:
@@ -244,7 +244,7 @@ func (f *fakes) autoBasics() {
 	})
 	f.intentions.setRespond(func(*structs.ServiceSpecificRequest) any { return basicIntentions })
 	f.configEntry.setRespond(func(*structs.ConfigEntryQuery) any { return noEntry })
-	f.serviceConfig.setRespond(func(*ServiceConfigRequest) any { return basicSvcConfig })
+	f.serviceConfig.setRespond(func(*structs.ServiceConfigRequest) any { return basicSvcConfig })
 }
 
 // --- fixtures ---------------------------------------------------------

@@ -18,15 +18,15 @@ func TestGatewayServiceConfig(t *testing.T) {
 		// ready sends what the kind needs to be valid.
 		ready func(t *testing.T, h *harness)
 		// config reads the gateway's own service config off a snapshot.
-		config func(s *ConfigSnapshot) (*ServiceConfigResponse, error)
+		config func(s *ConfigSnapshot) (*structs.ServiceConfigResponse, error)
 	}{
 		{
 			name: "ingress gateway",
 			svc:  testGateway(structs.ServiceKindIngressGateway, "ingress"),
 			ready: func(t *testing.T, h *harness) {
-				h.f.gatewayServices.waitSub(t, "ingress", forService("ingress")).send(t, &IndexedGatewayServices{})
+				h.f.gatewayServices.waitSub(t, "ingress", forService("ingress")).send(t, &structs.IndexedGatewayServices{})
 			},
-			config: func(s *ConfigSnapshot) (*ServiceConfigResponse, error) {
+			config: func(s *ConfigSnapshot) (*structs.ServiceConfigResponse, error) {
 				if s.IngressGateway == nil {
 					return nil, fmt.Errorf("no ingress part")
 				}
@@ -37,11 +37,11 @@ func TestGatewayServiceConfig(t *testing.T) {
 			name: "terminating gateway",
 			svc:  testGateway(structs.ServiceKindTerminatingGateway, "term"),
 			ready: func(t *testing.T, h *harness) {
-				h.f.gatewayServices.waitSub(t, "term", forService("term")).send(t, &IndexedGatewayServices{Services: []*GatewayService{
+				h.f.gatewayServices.waitSub(t, "term", forService("term")).send(t, &structs.IndexedGatewayServices{Services: []*structs.GatewayService{
 					{Gateway: "term", Service: "billing", GatewayKind: structs.ServiceKindTerminatingGateway},
 				}})
 			},
-			config: func(s *ConfigSnapshot) (*ServiceConfigResponse, error) {
+			config: func(s *ConfigSnapshot) (*structs.ServiceConfigResponse, error) {
 				if s.TerminatingGateway == nil {
 					return nil, fmt.Errorf("no terminating part")
 				}
@@ -55,7 +55,7 @@ func TestGatewayServiceConfig(t *testing.T) {
 				h.f.configEntryList.waitSub(t, "resolvers", nil).send(t, &structs.IndexedConfigEntries{Kind: structs.ServiceResolver})
 				h.f.serviceList.waitSub(t, "services", nil).send(t, &structs.IndexedServices{Services: map[string][]string{}})
 			},
-			config: func(s *ConfigSnapshot) (*ServiceConfigResponse, error) {
+			config: func(s *ConfigSnapshot) (*structs.ServiceConfigResponse, error) {
 				if s.MeshGateway == nil {
 					return nil, fmt.Errorf("no mesh gateway part")
 				}
@@ -70,13 +70,13 @@ func TestGatewayServiceConfig(t *testing.T) {
 			gw := tc.svc.Service
 			// Linked services' configs answer at once; the gateway's own
 			// is pushed by the test.
-			h.f.serviceConfig.setRespond(func(r *ServiceConfigRequest) any {
+			h.f.serviceConfig.setRespond(func(r *structs.ServiceConfigRequest) any {
 				if r.Name == gw {
 					return nil
 				}
 				return basicSvcConfig
 			})
-			own := func(r *ServiceConfigRequest) bool { return r.Name == gw }
+			own := func(r *structs.ServiceConfigRequest) bool { return r.Name == gw }
 			_, ch := h.register(tc.svc)
 			tc.ready(t, h)
 
@@ -92,7 +92,7 @@ func TestGatewayServiceConfig(t *testing.T) {
 			if len(sub.req.Upstreams) != 0 || sub.req.Datacenter != "dc1" || sub.req.Token != "token-1" {
 				t.Fatalf("service config request %+v", sub.req)
 			}
-			for i, want := range []*ServiceConfigResponse{
+			for i, want := range []*structs.ServiceConfigResponse{
 				{Protocol: "tcp", AccessLogs: structs.AccessLogsConfig{Enabled: true}},
 				{Protocol: "tcp", AccessLogs: structs.AccessLogsConfig{Enabled: true, Type: structs.StdErrLogSinkType}},
 			} {

@@ -37,22 +37,22 @@ func TestGatewayStateMachines(t *testing.T) {
 			{Port: 9000, Protocol: "tcp", Services: []structs.IngressService{{Name: "db"}}},
 		},
 	}
-	ingressServices := func(withDB bool) *IndexedGatewayServices {
-		out := &IndexedGatewayServices{Services: []*GatewayService{
+	ingressServices := func(withDB bool) *structs.IndexedGatewayServices {
+		out := &structs.IndexedGatewayServices{Services: []*structs.GatewayService{
 			{Gateway: "ingress", Service: "api", GatewayKind: structs.ServiceKindIngressGateway, Port: 8080, Protocol: "http"},
 			{Gateway: "ingress", Service: "web", GatewayKind: structs.ServiceKindIngressGateway, Port: 8080, Protocol: "http", Hosts: []string{"web.example.com"}},
 		}}
 		if withDB {
-			out.Services = append(out.Services, &GatewayService{Gateway: "ingress", Service: "db", GatewayKind: structs.ServiceKindIngressGateway, Port: 9000, Protocol: "tcp"})
+			out.Services = append(out.Services, &structs.GatewayService{Gateway: "ingress", Service: "db", GatewayKind: structs.ServiceKindIngressGateway, Port: 9000, Protocol: "tcp"})
 		}
 		return out
 	}
-	termServices := func(withLegacy bool) *IndexedGatewayServices {
-		out := &IndexedGatewayServices{Services: []*GatewayService{
+	termServices := func(withLegacy bool) *structs.IndexedGatewayServices {
+		out := &structs.IndexedGatewayServices{Services: []*structs.GatewayService{
 			{Gateway: "term", Service: "billing", GatewayKind: structs.ServiceKindTerminatingGateway, CAFile: "/ca.pem", SNI: "billing.internal"},
 		}}
 		if withLegacy {
-			out.Services = append(out.Services, &GatewayService{Gateway: "term", Service: "legacy", GatewayKind: structs.ServiceKindTerminatingGateway})
+			out.Services = append(out.Services, &structs.GatewayService{Gateway: "term", Service: "legacy", GatewayKind: structs.ServiceKindTerminatingGateway})
 		}
 		return out
 	}
@@ -62,8 +62,8 @@ func TestGatewayStateMachines(t *testing.T) {
 	connectHealth := func(name string) func(*structs.ServiceSpecificRequest) bool {
 		return func(r *structs.ServiceSpecificRequest) bool { return r.ServiceName == name && r.Connect }
 	}
-	gatewaysOf := func(dc string) func(*ServiceKindRequest) bool {
-		return func(r *ServiceKindRequest) bool {
+	gatewaysOf := func(dc string) func(*structs.ServiceKindRequest) bool {
+		return func(r *structs.ServiceKindRequest) bool {
 			return r.Datacenter == dc && r.Kind == structs.ServiceKindMeshGateway
 		}
 	}
@@ -162,7 +162,7 @@ func TestGatewayStateMachines(t *testing.T) {
 						h.f.health.waitNone(t, "legacy health", plainHealth("legacy"))
 						h.f.intentions.waitNone(t, "legacy intentions", forService("legacy"))
 						h.f.leaf.waitNone(t, "legacy leaf", func(r *LeafRequest) bool { return r.Service == "legacy" })
-						h.f.serviceConfig.waitNone(t, "legacy config", func(r *ServiceConfigRequest) bool { return r.Name == "legacy" })
+						h.f.serviceConfig.waitNone(t, "legacy config", func(r *structs.ServiceConfigRequest) bool { return r.Name == "legacy" })
 						h.f.configEntry.waitNone(t, "legacy resolver", func(r *structs.ConfigEntryQuery) bool { return r.Name == "legacy" })
 						h.f.health.waitSub(t, "billing", plainHealth("billing"))
 					},

@@ -20,11 +20,11 @@ import (
 // Valid once the roots, the mesh entry, the leaf, the config entry (or
 // its absence) and the gateway services are known.
 type ingressGateway struct {
-	svcConfig   *ServiceConfigResponse
+	svcConfig   *structs.ServiceConfigResponse
 	leaf        *structs.IssuedCert
 	entry       *structs.IngressGatewayConfigEntry
 	entrySet    bool
-	services    []*GatewayService
+	services    []*structs.GatewayService
 	servicesSet bool
 	// listeners is rebuilt (a fresh map) on every change of entry or
 	// services, so snapshots share it as is.
@@ -63,7 +63,7 @@ func (g *ingressGateway) start(s *state) error {
 // waits for it: its snapshot is delivered without, and the config's
 // arrival (or any later change) makes a new one.
 func watchGatewayServiceConfig(s *state) error {
-	req := &ServiceConfigRequest{Name: s.svc.Service, QueryOptions: s.query()}
+	req := &structs.ServiceConfigRequest{Name: s.svc.Service, QueryOptions: s.query()}
 	_, err := s.reg.ensure(s.ctx, watchKey{kind: watchServiceConfig}, req, func(ctx context.Context, corr string) error {
 		return s.m.ds.ResolvedServiceConfig.Notify(ctx, req, corr, s.events)
 	})
@@ -85,7 +85,7 @@ func (g *ingressGateway) handle(s *state, w *watch, ev UpdateEvent) bool {
 		}
 		return ok
 	case watchGatewayServices:
-		r, ok := resultAs[IndexedGatewayServices](s, ev)
+		r, ok := resultAs[structs.IndexedGatewayServices](s, ev)
 		if ok {
 			g.services, g.servicesSet = r.Services, true
 			g.reconcile(s)

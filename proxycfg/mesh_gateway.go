@@ -22,7 +22,7 @@ import (
 // mesh gateways, peering, and the gateway's own leaf (Consul needs one
 // only for those).
 type meshGateway struct {
-	svcConfig    *ServiceConfigResponse
+	svcConfig    *structs.ServiceConfigResponse
 	servicesSet  bool
 	resolversSet bool
 	// services and gateways are mutated in place and copied into each
@@ -142,7 +142,7 @@ func (g *meshGateway) reconcileDatacenters(s *state, dcs []string) {
 		}
 	}
 	for _, dc := range others {
-		req := &ServiceKindRequest{Kind: structs.ServiceKindMeshGateway, QueryOptions: structs.QueryOptions{Datacenter: dc, Token: s.token}}
+		req := &structs.ServiceKindRequest{Kind: structs.ServiceKindMeshGateway, QueryOptions: structs.QueryOptions{Datacenter: dc, Token: s.token}}
 		s.watchOrLog(watchKey{kind: watchMeshGateways, key: dc}, req, func(ctx context.Context, corr string) error {
 			return s.m.ds.ServicesByKind.Notify(ctx, req, corr, s.events)
 		})

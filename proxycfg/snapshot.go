@@ -71,7 +71,7 @@ type ConnectProxySnapshot struct {
 	Intentions structs.Intentions
 	// ServiceConfig is the merged proxy-defaults and service-defaults of
 	// the destination service (protocol, mode, expose, ...).
-	ServiceConfig *ServiceConfigResponse
+	ServiceConfig *structs.ServiceConfigResponse
 	// Mode is the effective proxy mode: the registration's, else the
 	// central configuration's.
 	Mode structs.ProxyMode
@@ -217,7 +217,7 @@ type IngressGatewaySnapshot struct {
 	// ServiceConfig is the gateway's own resolved service config
 	// (proxy-defaults merged with its service-defaults: access logs,
 	// ...), nil until known: snapshots do not wait for it.
-	ServiceConfig *ServiceConfigResponse
+	ServiceConfig *structs.ServiceConfigResponse
 }
 
 // IngressListenerKey identifies an ingress listener.
@@ -234,7 +234,7 @@ type IngressListenerSnapshot struct {
 	Config *structs.IngressListener
 	// Services are the gateway services on this listener, by service
 	// name; Upstreams their IDs in the same order.
-	Services  []*GatewayService
+	Services  []*structs.GatewayService
 	Upstreams []UpstreamID
 }
 
@@ -246,13 +246,13 @@ type TerminatingGatewaySnapshot struct {
 	// ServiceConfig is the gateway's own resolved service config
 	// (proxy-defaults merged with its service-defaults: access logs,
 	// ...), nil until known: snapshots do not wait for it.
-	ServiceConfig *ServiceConfigResponse
+	ServiceConfig *structs.ServiceConfigResponse
 }
 
 // TerminatingService is one service linked to a terminating gateway,
 // with everything the gateway needs to stand in for it.
 type TerminatingService struct {
-	Link *GatewayService
+	Link *structs.GatewayService
 	// Endpoints are the service's own instances (not Connect
 	// endpoints), nil until known.
 	Endpoints structs.CheckServiceNodes
@@ -265,7 +265,7 @@ type TerminatingService struct {
 	IntentionsSet bool
 	// Config is the service's merged central configuration (protocol),
 	// nil until known.
-	Config *ServiceConfigResponse
+	Config *structs.ServiceConfigResponse
 	// Resolver is the service's resolver entry, nil when none exists;
 	// ResolverSet says whether the answer is known: a service served
 	// before it would lose its subsets and connect timeout until it came.
@@ -295,5 +295,5 @@ type MeshGatewaySnapshot struct {
 	// ServiceConfig is the gateway's own resolved service config
 	// (proxy-defaults merged with its service-defaults: access logs,
 	// ...), nil until known: snapshots do not wait for it.
-	ServiceConfig *ServiceConfigResponse
+	ServiceConfig *structs.ServiceConfigResponse
 }

@@ -20,7 +20,7 @@ import (
 // Valid once the roots, the mesh entry and the linked services are known;
 // each TerminatingService says itself whether it is Ready.
 type terminatingGateway struct {
-	svcConfig   *ServiceConfigResponse
+	svcConfig   *structs.ServiceConfigResponse
 	servicesSet bool
 	// services values are never modified once stored (copy on change);
 	// the map itself is copied into each snapshot.
@@ -43,7 +43,7 @@ func (g *terminatingGateway) handle(s *state, w *watch, ev UpdateEvent) bool {
 	case watchServiceConfig: // the gateway's own, not a linked service's
 		return store(s, ev, &g.svcConfig)
 	case watchGatewayServices:
-		r, ok := resultAs[IndexedGatewayServices](s, ev)
+		r, ok := resultAs[structs.IndexedGatewayServices](s, ev)
 		if ok {
 			g.servicesSet = true
 			g.reconcile(s, r.Services)
@@ -75,7 +75,7 @@ func (g *terminatingGateway) handle(s *state, w *watch, ev UpdateEvent) bool {
 		}
 		nu.Intentions, nu.IntentionsSet = r.Intentions, true
 	case watchServiceSvcConf:
-		r, ok := resultAs[ServiceConfigResponse](s, ev)
+		r, ok := resultAs[structs.ServiceConfigResponse](s, ev)
 		if !ok {
 			return false
 		}
@@ -96,8 +96,8 @@ func (g *terminatingGateway) handle(s *state, w *watch, ev UpdateEvent) bool {
 
 // reconcile follows the linked services: new ones get their watches,
 // unlinked ones lose them.
-func (g *terminatingGateway) reconcile(s *state, links []*GatewayService) {
-	want := make(map[string]*GatewayService, len(links))
+func (g *terminatingGateway) reconcile(s *state, links []*structs.GatewayService) {
+	want := make(map[string]*structs.GatewayService, len(links))
 	for _, gs := range links {
 		if gs != nil && gs.Service != "" {
 			want[gs.Service] = gs
@@ -137,7 +137,7 @@ func (g *terminatingGateway) watchService(s *state, name string) {
 	s.watchOrLog(watchKey{kind: watchServiceIntents, owner: name}, ixn, func(ctx context.Context, corr string) error {
 		return s.m.ds.Intentions.Notify(ctx, ixn, corr, s.events)
 	})
-	conf := &ServiceConfigRequest{Name: name, QueryOptions: q}
+	conf := &structs.ServiceConfigRequest{Name: name, QueryOptions: q}
 	s.watchOrLog(watchKey{kind: watchServiceSvcConf, owner: name}, conf, func(ctx context.Context, corr string) error {
 		return s.m.ds.ResolvedServiceConfig.Notify(ctx, conf, corr, s.events)
 	})

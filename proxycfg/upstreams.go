@@ -126,7 +126,7 @@ func (u *upstreamSet) applyChain(s *state, cur *UpstreamSnapshot, chain *structs
 	owner := string(cur.ID)
 	local := s.m.cfg.Datacenter
 	targets := make(map[string]*structs.ServiceSpecificRequest, len(chain.Targets))
-	gateways := make(map[string]*ServiceKindRequest)
+	gateways := make(map[string]*structs.ServiceKindRequest)
 	for tid, t := range chain.Targets {
 		if t == nil {
 			continue
@@ -141,7 +141,7 @@ func (u *upstreamSet) applyChain(s *state, cur *UpstreamSnapshot, chain *structs
 			QueryOptions: structs.QueryOptions{Datacenter: dc, Token: s.token, Filter: t.Subset.Filter},
 		}
 		if gdc := MeshGatewayDatacenter(t, local); gdc != "" && gateways[gdc] == nil {
-			gateways[gdc] = &ServiceKindRequest{
+			gateways[gdc] = &structs.ServiceKindRequest{
 				Kind:         structs.ServiceKindMeshGateway,
 				QueryOptions: structs.QueryOptions{Datacenter: gdc, Token: s.token},
 			}

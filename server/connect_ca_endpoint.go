@@ -11,8 +11,8 @@ import (
 
 	"github.com/trellis-mesh/trellis/connect"
 	"github.com/trellis-mesh/trellis/connect/ca"
-	"github.com/trellis-mesh/trellis/proxycfg/datasources/query"
 	"github.com/trellis-mesh/trellis/state"
+	"github.com/trellis-mesh/trellis/state/query"
 	"github.com/trellis-mesh/trellis/structs"
 )
 

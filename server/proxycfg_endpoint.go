@@ -5,8 +5,8 @@ import (
 
 	"github.com/hashicorp/go-memdb"
 
-	"github.com/trellis-mesh/trellis/proxycfg/datasources/query"
 	"github.com/trellis-mesh/trellis/state"
+	"github.com/trellis-mesh/trellis/state/query"
 	"github.com/trellis-mesh/trellis/structs"
 )
 

@@ -3,7 +3,7 @@ package server
 import (
 	"github.com/hashicorp/go-memdb"
 
-	"github.com/trellis-mesh/trellis/proxycfg/datasources/query"
+	"github.com/trellis-mesh/trellis/state/query"
 	"github.com/trellis-mesh/trellis/structs"
 )
 

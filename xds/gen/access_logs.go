@@ -10,7 +10,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 
-	"github.com/trellis-mesh/trellis/proxycfg"
 	"github.com/trellis-mesh/trellis/structs"
 )
 
@@ -68,7 +67,7 @@ var defaultAccessLogFormat = [...][2]string{
 // nil when the snapshot has none (yet: gateways are delivered before
 // their config is known, and then log nothing until it is).
 func (b *builder) proxyAccessLogs() *structs.AccessLogsConfig {
-	var sc *proxycfg.ServiceConfigResponse
+	var sc *structs.ServiceConfigResponse
 	switch s := b.snap; {
 	case s.ConnectProxy != nil:
 		sc = s.ConnectProxy.ServiceConfig

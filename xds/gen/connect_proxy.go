@@ -123,7 +123,7 @@ func (b *builder) connectUpstream(u *proxycfg.UpstreamSnapshot, leaf *structs.Is
 // resolved service config) with the registration's own keys over it.
 // Only the public listener's part reads it, so merging when both have
 // keys costs an allocation per change of that part, not per generation.
-func sidecarConfig(svc *structs.NodeService, sc *proxycfg.ServiceConfigResponse) map[string]any {
+func sidecarConfig(svc *structs.NodeService, sc *structs.ServiceConfigResponse) map[string]any {
 	own := svc.Proxy.Config
 	if sc == nil || len(sc.ProxyConfig) == 0 {
 		return own
@@ -138,7 +138,7 @@ func sidecarConfig(svc *structs.NodeService, sc *proxycfg.ServiceConfigResponse)
 
 // serviceProtocol is the proxied service's protocol: the registration's
 // opaque config, else the central configuration, else tcp.
-func serviceProtocol(svc *structs.NodeService, cfg *proxycfg.ServiceConfigResponse) string {
+func serviceProtocol(svc *structs.NodeService, cfg *structs.ServiceConfigResponse) string {
 	if p := strings.ToLower(structs.OpaqueString(svc.Proxy.Config, cfgProtocol)); p != "" {
 		return p
 	}

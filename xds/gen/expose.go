@@ -81,7 +81,7 @@ const (
 
 // exposePaths is what a sidecar exposes: the registration's paths when it
 // has any, else the central configuration's (Consul's agent-side merge).
-func exposePaths(svc *structs.NodeService, sc *proxycfg.ServiceConfigResponse) []structs.ExposePath {
+func exposePaths(svc *structs.NodeService, sc *structs.ServiceConfigResponse) []structs.ExposePath {
 	if len(svc.Proxy.Expose.Paths) > 0 || sc == nil {
 		return svc.Proxy.Expose.Paths
 	}

@@ -261,7 +261,7 @@ type publicKey struct {
 	leaf         *structs.IssuedCert
 	intentions   *(*structs.Intention)
 	nIntentions  int
-	svcConfig    *proxycfg.ServiceConfigResponse
+	svcConfig    *structs.ServiceConfigResponse
 	roots        *structs.IndexedCARoots
 	mesh         *structs.MeshConfigEntry
 	defaultAllow bool

@@ -180,7 +180,7 @@ func (b *builder) ingressTCPListener(ig *proxycfg.IngressGatewaySnapshot, l *pro
 // ingressDomains are the Host values routed to a service: its configured
 // hosts, else "<service>.ingress.*"; each also with ":<port>", since
 // clients send the port in Host unless it is the scheme's default.
-func ingressDomains(gs *proxycfg.GatewayService, port int) []string {
+func ingressDomains(gs *structs.GatewayService, port int) []string {
 	domains := slices.Clone(gs.Hosts)
 	if len(domains) == 0 {
 		domains = []string{gs.Service + ".ingress.*"}

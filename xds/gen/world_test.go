@@ -14,7 +14,7 @@ import (
 
 	"github.com/trellis-mesh/trellis/connect/discoverychain"
 	"github.com/trellis-mesh/trellis/proxycfg"
-	"github.com/trellis-mesh/trellis/proxycfg/datasources/query"
+	"github.com/trellis-mesh/trellis/state/query"
 	"github.com/trellis-mesh/trellis/structs"
 )
 
@@ -109,8 +109,8 @@ func (w *world) leaf(service string) *structs.IssuedCert {
 // serviceConfig merges proxy-defaults and service-defaults as the server
 // does (the fields generation reads; an upstream override replaces the
 // upstream defaults instead of being merged field by field).
-func (w *world) serviceConfig(name string, upstreams []string) *proxycfg.ServiceConfigResponse {
-	resp := &proxycfg.ServiceConfigResponse{Protocol: structs.DefaultServiceProtocol}
+func (w *world) serviceConfig(name string, upstreams []string) *structs.ServiceConfigResponse {
+	resp := &structs.ServiceConfigResponse{Protocol: structs.DefaultServiceProtocol}
 	// Expose paths merge as the server merges them (its own function).
 	pdEntry, _ := w.entry(structs.ProxyDefaults, structs.ProxyConfigGlobal).(*structs.ProxyConfigEntry)
 	sdEntry, _ := w.entry(structs.ServiceDefaults, name).(*structs.ServiceConfigEntry)
@@ -205,12 +205,12 @@ func (w *world) health(req *structs.ServiceSpecificRequest) (*structs.IndexedChe
 
 // gatewayServices lists a gateway's services from its config entry, as
 // the catalog's gateway-services table does.
-func (w *world) gatewayServices(gateway string) *proxycfg.IndexedGatewayServices {
-	out := &proxycfg.IndexedGatewayServices{Services: []*proxycfg.GatewayService{}}
+func (w *world) gatewayServices(gateway string) *structs.IndexedGatewayServices {
+	out := &structs.IndexedGatewayServices{Services: []*structs.GatewayService{}}
 	if ig, ok := w.entry(structs.IngressGateway, gateway).(*structs.IngressGatewayConfigEntry); ok {
 		for _, l := range ig.Listeners {
 			for _, s := range l.Services {
-				out.Services = append(out.Services, &proxycfg.GatewayService{
+				out.Services = append(out.Services, &structs.GatewayService{
 					Gateway: gateway, Service: s.Name, GatewayKind: structs.ServiceKindIngressGateway,
 					Port: l.Port, Protocol: l.Protocol, Hosts: s.Hosts,
 				})
@@ -219,7 +219,7 @@ func (w *world) gatewayServices(gateway string) *proxycfg.IndexedGatewayServices
 	}
 	if tg, ok := w.entry(structs.TerminatingGateway, gateway).(*structs.TerminatingGatewayConfigEntry); ok {
 		for _, s := range tg.Services {
-			out.Services = append(out.Services, &proxycfg.GatewayService{
+			out.Services = append(out.Services, &structs.GatewayService{
 				Gateway: gateway, Service: s.Name, GatewayKind: structs.ServiceKindTerminatingGateway,
 				CAFile: s.CAFile, CertFile: s.CertFile, KeyFile: s.KeyFile, SNI: s.SNI,
 			})
@@ -276,7 +276,7 @@ func (f *fakes) dataSources() proxycfg.DataSources {
 		IntentionUpstreams: answer(f, func(r *structs.ServiceSpecificRequest) (any, error) {
 			names := slices.Clone(w.intentionUpstreams[r.ServiceName])
 			sort.Strings(names)
-			return &proxycfg.ServiceNames{Services: names}, nil
+			return &structs.ServiceNames{Services: names}, nil
 		}),
 		ConfigEntry: answer(f, func(r *structs.ConfigEntryQuery) (any, error) {
 			return &structs.ConfigEntryResponse{Entry: w.entry(r.Kind, r.Name)}, nil
@@ -291,7 +291,7 @@ func (f *fakes) dataSources() proxycfg.DataSources {
 			sort.Slice(out.Entries, func(i, j int) bool { return out.Entries[i].GetName() < out.Entries[j].GetName() })
 			return out, nil
 		}),
-		ResolvedServiceConfig: answer(f, func(r *proxycfg.ServiceConfigRequest) (any, error) { return w.serviceConfig(r.Name, r.Upstreams), nil }),
+		ResolvedServiceConfig: answer(f, func(r *structs.ServiceConfigRequest) (any, error) { return w.serviceConfig(r.Name, r.Upstreams), nil }),
 		CompiledDiscoveryChain: answer(f, func(r *structs.DiscoveryChainRequest) (any, error) {
 			return w.chain(r)
 		}),
@@ -304,7 +304,7 @@ func (f *fakes) dataSources() proxycfg.DataSources {
 			return out, nil
 		}),
 		GatewayServices: answer(f, func(r *structs.ServiceSpecificRequest) (any, error) { return w.gatewayServices(r.ServiceName), nil }),
-		ServicesByKind: answer(f, func(r *proxycfg.ServiceKindRequest) (any, error) {
+		ServicesByKind: answer(f, func(r *structs.ServiceKindRequest) (any, error) {
 			return &structs.IndexedCheckServiceNodes{Nodes: append(structs.CheckServiceNodes{}, w.meshGateways[r.Datacenter]...)}, nil
 		}),
 		Datacenters: answer(f, func(*structs.DCSpecificRequest) (any, error) {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/trellis-mesh/trellis/proxycfg"
 	"github.com/trellis-mesh/trellis/proxycfg/datasources/internal/fanout"
-	"github.com/trellis-mesh/trellis/proxycfg/datasources/query"
+	"github.com/trellis-mesh/trellis/state/query"
 	"github.com/trellis-mesh/trellis/structs"
 )
 
@@ -51,7 +51,7 @@ func (c intentionUpstreams) Notify(ctx context.Context, req *structs.ServiceSpec
 	if req.ServiceName == "" {
 		return invalid("intention upstreams: no service name")
 	}
-	return subscribe[structs.ServiceSpecificRequest, proxycfg.ServiceNames](c.s, ctx, structs.MethodIntentionUpstreams, req, req.ServiceName, corr, ch, nil)
+	return subscribe[structs.ServiceSpecificRequest, structs.ServiceNames](c.s, ctx, structs.MethodIntentionUpstreams, req, req.ServiceName, corr, ch, nil)
 }
 
 type configEntry struct{ s *Sources }
@@ -83,11 +83,11 @@ func (c configEntryList) Notify(ctx context.Context, req *structs.ConfigEntryQue
 
 type serviceConfig struct{ s *Sources }
 
-func (c serviceConfig) Notify(ctx context.Context, req *proxycfg.ServiceConfigRequest, corr string, ch chan<- proxycfg.UpdateEvent) error {
+func (c serviceConfig) Notify(ctx context.Context, req *structs.ServiceConfigRequest, corr string, ch chan<- proxycfg.UpdateEvent) error {
 	if req.Name == "" {
 		return invalid("service config: no service name")
 	}
-	return subscribe[proxycfg.ServiceConfigRequest, proxycfg.ServiceConfigResponse](c.s, ctx, structs.MethodResolveServiceConfig, req, req.Name, corr, ch, nil)
+	return subscribe[structs.ServiceConfigRequest, structs.ServiceConfigResponse](c.s, ctx, structs.MethodResolveServiceConfig, req, req.Name, corr, ch, nil)
 }
 
 type discoveryChain struct{ s *Sources }
@@ -139,16 +139,16 @@ func (c gatewayServices) Notify(ctx context.Context, req *structs.ServiceSpecifi
 	if req.ServiceName == "" {
 		return invalid("gateway services: no gateway name")
 	}
-	return subscribe[structs.ServiceSpecificRequest, proxycfg.IndexedGatewayServices](c.s, ctx, structs.MethodGatewayServices, req, req.ServiceName, corr, ch, nil)
+	return subscribe[structs.ServiceSpecificRequest, structs.IndexedGatewayServices](c.s, ctx, structs.MethodGatewayServices, req, req.ServiceName, corr, ch, nil)
 }
 
 type servicesByKind struct{ s *Sources }
 
-func (c servicesByKind) Notify(ctx context.Context, req *proxycfg.ServiceKindRequest, corr string, ch chan<- proxycfg.UpdateEvent) error {
+func (c servicesByKind) Notify(ctx context.Context, req *structs.ServiceKindRequest, corr string, ch chan<- proxycfg.UpdateEvent) error {
 	if req.Kind == structs.ServiceKindTypical {
 		return invalid("services by kind: no kind")
 	}
-	return subscribe[proxycfg.ServiceKindRequest, structs.IndexedCheckServiceNodes](c.s, ctx, structs.MethodServicesByKind, req, string(req.Kind), corr, ch, nil)
+	return subscribe[structs.ServiceKindRequest, structs.IndexedCheckServiceNodes](c.s, ctx, structs.MethodServicesByKind, req, string(req.Kind), corr, ch, nil)
 }
 
 // datacenters answers with the agent's datacenter only: Trellis has no

@@ -84,7 +84,7 @@ func TestSourcesOverRealServer(t *testing.T) {
 				dstest.Register(t, srv, "n1", dstest.Sidecar("db", 21001))
 			},
 			changed: func(r any) bool {
-				x := r.(*proxycfg.ServiceNames)
+				x := r.(*structs.ServiceNames)
 				return len(x.Services) == 1 && x.Services[0] == "db"
 			},
 		},
@@ -127,9 +127,9 @@ func TestSourcesOverRealServer(t *testing.T) {
 		},
 		{
 			name:   "resolved-service-config",
-			notify: notifyOf(ds.ResolvedServiceConfig, &proxycfg.ServiceConfigRequest{Name: "web", Upstreams: []string{"api"}, QueryOptions: q}),
+			notify: notifyOf(ds.ResolvedServiceConfig, &structs.ServiceConfigRequest{Name: "web", Upstreams: []string{"api"}, QueryOptions: q}),
 			initial: func(t *testing.T, r any) {
-				if x := r.(*proxycfg.ServiceConfigResponse); x.Protocol != "tcp" {
+				if x := r.(*structs.ServiceConfigResponse); x.Protocol != "tcp" {
 					t.Fatalf("config = %+v", x)
 				}
 			},
@@ -140,7 +140,7 @@ func TestSourcesOverRealServer(t *testing.T) {
 					UpstreamConfig: &structs.UpstreamConfiguration{Overrides: []*structs.UpstreamConfig{{Name: "api", ConnectTimeoutMs: 2500}}}})
 			},
 			changed: func(r any) bool {
-				x := r.(*proxycfg.ServiceConfigResponse)
+				x := r.(*structs.ServiceConfigResponse)
 				api := x.UpstreamConfigs["api"]
 				nested, _ := x.ProxyConfig["nested"].(map[string]any)
 				return x.Protocol == "http" && x.ProxyConfig["protocol"] == "http" && nested["a"] == "b" && api != nil && api.ConnectTimeoutMs == 2500
@@ -187,7 +187,7 @@ func TestSourcesOverRealServer(t *testing.T) {
 			name:   "gateway-services",
 			notify: notifyOf(ds.GatewayServices, &structs.ServiceSpecificRequest{ServiceName: "term", QueryOptions: q}),
 			initial: func(t *testing.T, r any) {
-				if x := r.(*proxycfg.IndexedGatewayServices); len(x.Services) != 0 {
+				if x := r.(*structs.IndexedGatewayServices); len(x.Services) != 0 {
 					t.Fatalf("services = %+v", x.Services)
 				}
 			},
@@ -196,13 +196,13 @@ func TestSourcesOverRealServer(t *testing.T) {
 					Services: []structs.LinkedService{{Name: "billing", CAFile: "/ca.pem"}}})
 			},
 			changed: func(r any) bool {
-				x := r.(*proxycfg.IndexedGatewayServices).Services
+				x := r.(*structs.IndexedGatewayServices).Services
 				return len(x) == 1 && x[0].Service == "billing" && x[0].CAFile == "/ca.pem" && x[0].GatewayKind == structs.ServiceKindTerminatingGateway
 			},
 		},
 		{
 			name:   "services-by-kind",
-			notify: notifyOf(ds.ServicesByKind, &proxycfg.ServiceKindRequest{Kind: structs.ServiceKindMeshGateway, QueryOptions: q}),
+			notify: notifyOf(ds.ServicesByKind, &structs.ServiceKindRequest{Kind: structs.ServiceKindMeshGateway, QueryOptions: q}),
 			initial: func(t *testing.T, r any) {
 				if x := r.(*structs.IndexedCheckServiceNodes); len(x.Nodes) != 0 {
 					t.Fatalf("nodes = %+v", x.Nodes)

@@ -7,8 +7,8 @@ import (
 
 	"github.com/trellis-mesh/trellis/proxycfg"
 	"github.com/trellis-mesh/trellis/proxycfg/datasources/internal/fanout"
-	"github.com/trellis-mesh/trellis/proxycfg/datasources/query"
 	"github.com/trellis-mesh/trellis/state"
+	"github.com/trellis-mesh/trellis/state/query"
 	"github.com/trellis-mesh/trellis/structs"
 )
 
@@ -85,7 +85,7 @@ func (c configEntryList) Notify(ctx context.Context, req *structs.ConfigEntryQue
 
 type serviceConfig struct{ s *Sources }
 
-func (c serviceConfig) Notify(ctx context.Context, req *proxycfg.ServiceConfigRequest, corr string, ch chan<- proxycfg.UpdateEvent) error {
+func (c serviceConfig) Notify(ctx context.Context, req *structs.ServiceConfigRequest, corr string, ch chan<- proxycfg.UpdateEvent) error {
 	if req.Name == "" {
 		return invalid("service config: no service name")
 	}
@@ -149,7 +149,7 @@ func (c gatewayServices) Notify(ctx context.Context, req *structs.ServiceSpecifi
 
 type servicesByKind struct{ s *Sources }
 
-func (c servicesByKind) Notify(ctx context.Context, req *proxycfg.ServiceKindRequest, corr string, ch chan<- proxycfg.UpdateEvent) error {
+func (c servicesByKind) Notify(ctx context.Context, req *structs.ServiceKindRequest, corr string, ch chan<- proxycfg.UpdateEvent) error {
 	if req.Kind == structs.ServiceKindTypical {
 		return invalid("services by kind: no kind")
 	}

@@ -6,7 +6,7 @@
 // again; failed reads are retried with backoff. Proxies asking the same
 // question share that goroutine and its results.
 //
-// The reads are those of proxycfg/datasources/query, which the server's
+// The reads are those of state/query, which the server's
 // RPC endpoints use too: a proxy served by a server sees exactly what a
 // proxy on a client agent gets through RPC.
 //

@@ -198,10 +198,10 @@ func TestSourcesFollowTheStore(t *testing.T) {
 		{
 			name: "resolved-service-config",
 			notify: func(s *Sources) dstest.NotifyFunc {
-				return notify(s.DataSources(nil).ResolvedServiceConfig, &proxycfg.ServiceConfigRequest{Name: "web", Upstreams: []string{"api"}, QueryOptions: q()})
+				return notify(s.DataSources(nil).ResolvedServiceConfig, &structs.ServiceConfigRequest{Name: "web", Upstreams: []string{"api"}, QueryOptions: q()})
 			},
 			initial: func(t *testing.T, r any) {
-				if x := r.(*proxycfg.ServiceConfigResponse); x.Protocol != "tcp" || x.ProxyConfig != nil || x.UpstreamConfigs != nil {
+				if x := r.(*structs.ServiceConfigResponse); x.Protocol != "tcp" || x.ProxyConfig != nil || x.UpstreamConfigs != nil {
 					t.Fatalf("config = %+v", x)
 				}
 			},
@@ -213,7 +213,7 @@ func TestSourcesFollowTheStore(t *testing.T) {
 				}))
 			},
 			changed: func(t *testing.T, r any) {
-				x := r.(*proxycfg.ServiceConfigResponse)
+				x := r.(*structs.ServiceConfigResponse)
 				if x.Protocol != "http" || x.ProxyConfig["k"] != "v" {
 					t.Fatalf("config = %+v", x)
 				}
@@ -301,7 +301,7 @@ func TestSourcesFollowTheStore(t *testing.T) {
 				return notify(s.DataSources(nil).GatewayServices, &structs.ServiceSpecificRequest{ServiceName: "ingress", QueryOptions: q()})
 			},
 			initial: func(t *testing.T, r any) {
-				if x := r.(*proxycfg.IndexedGatewayServices); x.Services == nil || len(x.Services) != 0 {
+				if x := r.(*structs.IndexedGatewayServices); x.Services == nil || len(x.Services) != 0 {
 					t.Fatalf("gateway services = %#v", x.Services)
 				}
 			},
@@ -312,7 +312,7 @@ func TestSourcesFollowTheStore(t *testing.T) {
 				}})
 			},
 			changed: func(t *testing.T, r any) {
-				x := r.(*proxycfg.IndexedGatewayServices)
+				x := r.(*structs.IndexedGatewayServices)
 				if len(x.Services) != 2 || x.Services[0].Service != "api" || x.Services[0].Port != 8080 || x.Services[1].Service != "db" ||
 					x.Services[0].GatewayKind != structs.ServiceKindIngressGateway {
 					t.Fatalf("gateway services = %+v", x.Services)
@@ -347,7 +347,7 @@ func TestSourcesFollowTheStore(t *testing.T) {
 		{
 			name: "services-by-kind",
 			notify: func(s *Sources) dstest.NotifyFunc {
-				return notify(s.DataSources(nil).ServicesByKind, &proxycfg.ServiceKindRequest{Kind: structs.ServiceKindMeshGateway, QueryOptions: q()})
+				return notify(s.DataSources(nil).ServicesByKind, &structs.ServiceKindRequest{Kind: structs.ServiceKindMeshGateway, QueryOptions: q()})
 			},
 			initial: func(t *testing.T, r any) { wantNodes(t, r) },
 			change: func(f *fixture) {
@@ -415,7 +415,7 @@ func serviceDefaults(name, protocol string, up *structs.UpstreamConfiguration) *
 
 func wantNames(t *testing.T, r any, want ...string) {
 	t.Helper()
-	got := r.(*proxycfg.ServiceNames).Services
+	got := r.(*structs.ServiceNames).Services
 	if len(got) != len(want) {
 		t.Fatalf("services = %v, want %v", got, want)
 	}
@@ -443,9 +443,9 @@ func wantNodes(t *testing.T, r any, ids ...string) {
 	}
 }
 
-func wantGatewayServices(t *testing.T, r any, names ...string) []*proxycfg.GatewayService {
+func wantGatewayServices(t *testing.T, r any, names ...string) []*structs.GatewayService {
 	t.Helper()
-	x := r.(*proxycfg.IndexedGatewayServices).Services
+	x := r.(*structs.IndexedGatewayServices).Services
 	if len(x) != len(names) {
 		t.Fatalf("gateway services = %+v, want %v", x, names)
 	}
@@ -522,8 +522,8 @@ func TestRequestsRefusedOrFailed(t *testing.T) {
 		"unknown kind":         ds.ConfigEntry.Notify(ctx, &structs.ConfigEntryQuery{Kind: "nope", Name: "x"}, "x", ch),
 		"list without kind":    ds.ConfigEntryList.Notify(ctx, &structs.ConfigEntryQuery{}, "x", ch),
 		"chain without name":   ds.CompiledDiscoveryChain.Notify(ctx, &structs.DiscoveryChainRequest{}, "x", ch),
-		"config without name":  ds.ResolvedServiceConfig.Notify(ctx, &proxycfg.ServiceConfigRequest{}, "x", ch),
-		"kind without kind":    ds.ServicesByKind.Notify(ctx, &proxycfg.ServiceKindRequest{}, "x", ch),
+		"config without name":  ds.ResolvedServiceConfig.Notify(ctx, &structs.ServiceConfigRequest{}, "x", ch),
+		"kind without kind":    ds.ServicesByKind.Notify(ctx, &structs.ServiceKindRequest{}, "x", ch),
 		"gateway without name": ds.GatewayServices.Notify(ctx, &structs.ServiceSpecificRequest{}, "x", ch),
 	} {
 		if !errors.Is(err, ErrInvalidRequest) {

@@ -1,5 +1,6 @@
-// Package query holds the reads behind proxycfg's data sources as pure
-// functions over the state store: each runs one read against a
+// Package query is the shared read model above the state store: the
+// derived reads (service health, CA roots, intentions, resolved service
+// configuration, gateway services) as pure functions over the store. Each runs one read against a
 // *state.Store, adds the watch channels that close when its result may
 // change to a memdb.WatchSet (which may be nil), and returns a fresh
 // result with the index it was read at.
