@@ -88,7 +88,7 @@ func (s *Server) catalogListNodes(ctx context.Context, args *structs.DCSpecificR
 func (s *Server) catalogListServices(ctx context.Context, args *structs.DCSpecificRequest, reply *structs.IndexedServices) error {
 	var keep func(*structs.ServiceNode) bool
 	if args.Filter != "" {
-		f, err := structs.CompileFilter(args.Filter)
+		f, err := structs.CompileFilterFor(args.Filter, (*structs.ServiceNode)(nil))
 		if err != nil {
 			return err
 		}

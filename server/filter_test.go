@@ -15,10 +15,10 @@ import (
 
 // malformedFilter is Consul's example of a broken expression (a selector
 // with no operator) and malformedFilterErr the text Consul answers it
-// with, but for go-bexpr's list of expected tokens.
+// with (go-bexpr's).
 const (
 	malformedFilter    = "foo"
-	malformedFilterErr = "Failed to create boolean expression evaluator: 1:4 (3): unexpected end of expression, expected an operator"
+	malformedFilterErr = `Failed to create boolean expression evaluator: 1:4 (3): no match found, expected: "!=", ".", "==", "[", [ \t\r\n] or [a-zA-Z0-9_]`
 )
 
 // seedFilterCatalog registers two nodes running "web" (v1 passing, v2
@@ -132,7 +132,7 @@ func filterMethods() []filterMethod {
 			reply: func() any { return new(structs.IndexedServiceNodes) }, ids: serviceNodes,
 			cases: []filterWant{
 				{`ServiceProxy.Upstreams.DestinationName == db`, []string{"web-v2-proxy"}},
-				{`ServiceKind == "connect-proxy" and ServiceProxy.DestinationServiceID == web-v2`, []string{"web-v2-proxy"}},
+				{`ServiceKind == "connect-proxy" and ServiceProxy.DestinationServiceID == "web-v2"`, []string{"web-v2-proxy"}},
 				{`ServiceProxy.Upstreams.DestinationName == cache`, none},
 			},
 		},
@@ -184,7 +184,7 @@ func filterMethods() []filterMethod {
 			reply: func() any { return new(structs.IndexedHealthChecks) }, ids: checks,
 			cases: []filterWant{
 				{`Status == critical`, []string{"web-v2-check"}},
-				{`Node == web-1 and ServiceID == web-v1`, []string{"web-v1-check"}},
+				{`Node == "web-1" and ServiceID == "web-v1"`, []string{"web-v1-check"}},
 				{`Status == warning`, none},
 			},
 		},
@@ -205,9 +205,9 @@ func filterMethods() []filterMethod {
 			},
 			reply: func() any { return new(structs.IndexedHealthChecks) }, ids: checks,
 			cases: []filterWant{
-				{`Node == web-2`, []string{"web-v2-check"}},
+				{`Node == "web-2"`, []string{"web-v2-check"}},
 				{`Node matches "^web-" and Status == passing`, []string{"web-1-node", "web-v1-check"}},
-				{`Node == web-9`, none},
+				{`Node == "web-9"`, none},
 			},
 		},
 		{
@@ -410,6 +410,33 @@ func TestFilterOnEveryServer(t *testing.T) {
 		cancel()
 		if err == nil || err.Error() != malformedFilterErr || !structs.IsInvalidFilter(err) {
 			t.Fatalf("%s malformed filter from a client: %v", ts.name, err)
+		}
+	}
+}
+
+// TestFilterSelectorCheckedBeforeRead checks that an expression naming a
+// field the reply's elements lack fails at once with bexpr's reason, as
+// Consul's servers check it against the result type before they read.
+func TestFilterSelectorCheckedBeforeRead(t *testing.T) {
+	s := startTestCluster(t, 1, false)[0].srv
+	cases := []struct {
+		method, filter, want string
+		args, reply          any
+	}{
+		{structs.MethodCatalogListNodes, `Nope == x`, `Selector "Nope" is not valid`,
+			&structs.DCSpecificRequest{}, new(structs.IndexedNodes)},
+		{structs.MethodCatalogListServices, `ServicePort == abc`,
+			`Failed to coerce value "abc" for selector "ServicePort": strconv.ParseInt: parsing "abc": invalid syntax`,
+			&structs.DCSpecificRequest{}, new(structs.IndexedServices)},
+		{structs.MethodHealthServiceNodes, `Service.Meta.version is empty`, `Invalid match operator "Is Empty" for selector "Service.Meta.version"`,
+			&structs.ServiceSpecificRequest{ServiceName: "web"}, new(structs.IndexedCheckServiceNodes)},
+	}
+	for _, tc := range cases {
+		tc.args.(interface{ QueryOpts() *structs.QueryOptions }).QueryOpts().Filter = tc.filter
+		err := s.RPC(context.Background(), tc.method, tc.args, tc.reply)
+		want := structs.ErrInvalidFilter.Error() + ": " + tc.want
+		if err == nil || err.Error() != want || !structs.IsInvalidFilter(err) {
+			t.Errorf("%s with %q: %v, want %q", tc.method, tc.filter, err, want)
 		}
 	}
 }

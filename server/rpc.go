@@ -148,13 +148,18 @@ func (s *Server) RPC(ctx context.Context, method string, args, reply any) (err e
 }
 
 // compileFilter parses a read's ?filter= expression for a reply that can
-// be filtered, or an endpoint that filters itself. Other reads refuse any
-// expression.
+// be filtered, checked against the reply's elements as Consul's servers
+// check it, or for an endpoint that filters itself (and checks it against
+// what it filters). Other reads refuse any expression.
 func compileFilter(method, expr string, ep endpoint, reply any) (*structs.Filter, error) {
-	if _, ok := reply.(structs.Filterable); !ok && !ep.selfFiltering {
+	if ep.selfFiltering {
+		return structs.CompileFilter(expr)
+	}
+	fr, ok := reply.(structs.Filterable)
+	if !ok {
 		return nil, fmt.Errorf("%w: %s has no filterable result", structs.ErrFilterNotSupported, method)
 	}
-	return structs.CompileFilter(expr)
+	return structs.CompileFilterFor(expr, fr.FilterElem())
 }
 
 // serve runs the endpoint here. With a filter, the endpoint gets a copy of

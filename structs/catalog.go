@@ -46,7 +46,7 @@ type Node struct {
 	Datacenter      string
 	TaggedAddresses map[string]string
 	Meta            map[string]string
-	RaftIndex
+	RaftIndex       `bexpr:"-"`
 }
 
 // Nodes is a list of catalog nodes.
@@ -84,8 +84,8 @@ type NodeService struct {
 	Connect ServiceConnect
 	// LocallyRegisteredAsSidecar is agent-local bookkeeping: the sidecar was
 	// expanded from its parent's registration. Never sent to the catalog.
-	LocallyRegisteredAsSidecar bool `json:"-"`
-	RaftIndex
+	LocallyRegisteredAsSidecar bool `json:"-" bexpr:"-"`
+	RaftIndex                  `bexpr:"-"`
 }
 
 // ServiceConnect holds a service's own Connect settings.
@@ -117,7 +117,7 @@ type ServiceNode struct {
 	ServiceEnableTagOverride bool
 	ServiceProxy             ConnectProxyConfig
 	ServiceConnect           ServiceConnect
-	RaftIndex
+	RaftIndex                `bexpr:"-"`
 }
 
 // ServiceNodes is a list of flattened service instances.
@@ -219,8 +219,8 @@ type HealthCheck struct {
 	Interval    string
 	Timeout     string
 	ExposedPort int
-	Definition  HealthCheckDefinition
-	RaftIndex
+	Definition  HealthCheckDefinition `bexpr:"-"`
+	RaftIndex   `bexpr:"-"`
 }
 
 // HealthChecks is a list of checks.

@@ -52,11 +52,11 @@ type Upstream struct {
 	LocalBindSocketPath  string `json:",omitempty"`
 	LocalBindSocketMode  string `json:",omitempty"`
 	// Config is opaque proxy configuration (protocol, connect_timeout_ms, ...).
-	Config      map[string]interface{} `json:",omitempty"`
+	Config      map[string]interface{} `json:",omitempty" bexpr:"-"`
 	MeshGateway MeshGatewayConfig      `json:",omitempty"`
 	// CentrallyConfigured is true for upstreams implied by transparent
 	// proxying rather than listed explicitly.
-	CentrallyConfigured bool `json:",omitempty"`
+	CentrallyConfigured bool `json:",omitempty" bexpr:"-"`
 }
 
 // ConnectProxyConfig is the Proxy block of a connect-proxy or gateway
@@ -68,7 +68,7 @@ type ConnectProxyConfig struct {
 	LocalServicePort       int                    `json:",omitempty"`
 	LocalServiceSocketPath string                 `json:",omitempty"`
 	Mode                   ProxyMode              `json:",omitempty"`
-	Config                 map[string]interface{} `json:",omitempty"`
+	Config                 map[string]interface{} `json:",omitempty" bexpr:"-"`
 	Upstreams              []Upstream             `json:",omitempty"`
 	MeshGateway            MeshGatewayConfig      `json:",omitempty"`
 	Expose                 ExposeConfig           `json:",omitempty"`

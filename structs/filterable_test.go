@@ -11,7 +11,7 @@ func TestCompileFilter(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err := CompileFilter(`foo`)
-	const want = "Failed to create boolean expression evaluator: 1:4 (3): unexpected end of expression, expected an operator"
+	const want = `Failed to create boolean expression evaluator: 1:4 (3): no match found, expected: "!=", ".", "==", "[", [ \t\r\n] or [a-zA-Z0-9_]`
 	if err == nil || err.Error() != want {
 		t.Fatalf("err = %v, want %q", err, want)
 	}

@@ -54,7 +54,7 @@ type Intention struct {
 	// CreatedAt and UpdatedAt are a legacy intention's times (UTC), zero
 	// (and left out of the JSON) for a config-entry intention.
 	CreatedAt, UpdatedAt time.Time
-	RaftIndex
+	RaftIndex            `bexpr:"-"`
 }
 
 // Intentions is a list of intentions.

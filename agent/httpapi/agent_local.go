@@ -135,7 +135,7 @@ func (s *Server) agentServices(_ http.ResponseWriter, r *http.Request) (any, err
 	if err != nil {
 		return nil, err
 	}
-	filter, err := parseLocalFilter(r)
+	filter, err := parseLocalFilter(r, (*agentService)(nil))
 	if err != nil {
 		return nil, err
 	}
@@ -150,14 +150,15 @@ func (s *Server) agentServices(_ http.ResponseWriter, r *http.Request) (any, err
 }
 
 // parseLocalFilter compiles ?filter= for the agent's own services and
-// checks (nil without one). They never reach a server, so this agent
-// filters them itself, with the evaluator and the error the servers use.
-func parseLocalFilter(r *http.Request) (*structs.Filter, error) {
+// checks (nil without one), against elem's type. They never reach a
+// server, so this agent filters them itself, with the evaluator and the
+// error the servers use.
+func parseLocalFilter(r *http.Request, elem any) (*structs.Filter, error) {
 	expr := r.URL.Query().Get("filter")
 	if expr == "" {
 		return nil, nil
 	}
-	return structs.CompileFilter(expr)
+	return structs.CompileFilterFor(expr, elem)
 }
 
 // agentService handles GET /v1/agent/service/<id>: blocking by content hash
@@ -225,7 +226,7 @@ func (s *Server) agentChecks(_ http.ResponseWriter, r *http.Request) (any, error
 	if err != nil {
 		return nil, err
 	}
-	filter, err := parseLocalFilter(r)
+	filter, err := parseLocalFilter(r, (*structs.HealthCheck)(nil))
 	if err != nil {
 		return nil, err
 	}

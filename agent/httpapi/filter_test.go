@@ -14,9 +14,8 @@ import (
 )
 
 // malformedFilterErr is what the official client reports for the filter
-// "foo": Consul's 500 and message (Consul names the tokens it expected
-// where we say "expected an operator").
-const malformedFilterErr = "Unexpected response code: 500 (Failed to create boolean expression evaluator: 1:4 (3): unexpected end of expression, expected an operator)"
+// "foo": Consul's 500 and message (go-bexpr's).
+const malformedFilterErr = `Unexpected response code: 500 (Failed to create boolean expression evaluator: 1:4 (3): no match found, expected: "!=", ".", "==", "[", [ \t\r\n] or [a-zA-Z0-9_])`
 
 // fixedLocal is a LocalAgent with fixed services and checks, enough for
 // the agent's read endpoints (the real one lives in package agent, which
@@ -259,10 +258,10 @@ func TestFilterWithOfficialClient(t *testing.T) {
 		{"health service", `Service.Meta.version == v2`, []string{"web-v2"}},
 		{"health service", `Checks.Status == critical`, []string{"web-v2"}},
 		{"health service", `Service.Meta.version == v3`, []string{}},
-		{"health connect", `Service.Proxy.DestinationServiceID == web-v2`, []string{"web-v2-proxy"}},
+		{"health connect", `Service.Proxy.DestinationServiceID == "web-v2"`, []string{"web-v2-proxy"}},
 		{"health checks", `Status == critical`, []string{"web-v2-check"}},
 		{"health node", `ServiceName != ""`, []string{"web-v1-check"}},
-		{"health state", `Node == web-2`, []string{"web-v2-check"}},
+		{"health state", `Node == "web-2"`, []string{"web-v2-check"}},
 		{"intentions", `SourceName == web`, []string{"web>db"}},
 		{"intentions", `Action == deny`, []string{"api>db"}},
 		// Consul's documented agent example.
@@ -311,12 +310,12 @@ func TestFilterWireAnswers(t *testing.T) {
 		{"/v1/agent/services?filter=Service+%3D%3D+nobody", 200, "{}"},
 		{"/v1/catalog/node/web-2?filter=Service+%3D%3D+nobody", 200, ""},
 		{"/v1/health/service/web?filter=foo", 500,
-			"Failed to create boolean expression evaluator: 1:4 (3): unexpected end of expression, expected an operator"},
+			`Failed to create boolean expression evaluator: 1:4 (3): no match found, expected: "!=", ".", "==", "[", [ \t\r\n] or [a-zA-Z0-9_]`},
 		{"/v1/agent/checks?filter=Status+%3D%3D", 500,
-			"Failed to create boolean expression evaluator: 1:10 (9): unexpected end of expression, expected a value"},
+			`Failed to create boolean expression evaluator: 1:10 (9): no match found, expected: "-", "0", "\"", "` + "`" + `", [ \t\r\n], [1-9] or [a-zA-Z]`},
 		{"/v1/catalog/services?filter=ServiceName+%3D%3D+nothing", 200, "{}"},
 		{"/v1/catalog/services?filter=ServiceName+%3D%3D", 500,
-			"Failed to create boolean expression evaluator: 1:15 (14): unexpected end of expression, expected a value"},
+			`Failed to create boolean expression evaluator: 1:15 (14): no match found, expected: "-", "0", "\"", "` + "`" + `", [ \t\r\n], [1-9] or [a-zA-Z]`},
 	}
 	for _, tc := range cases {
 		resp, err := http.Get(base + tc.path)

@@ -63,6 +63,9 @@ func FilterNodes(nodes structs.CheckServiceNodes, expr string) (structs.CheckSer
 		return nodes, nil
 	}
 	f, err := structs.ParseFilter(expr)
+	if err == nil {
+		err = f.Check((*structs.CheckServiceNode)(nil))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrInvalidFilter, err)
 	}
