@@ -423,12 +423,12 @@ func TestFilterSelectorCheckedBeforeRead(t *testing.T) {
 		method, filter, want string
 		args, reply          any
 	}{
-		{structs.MethodCatalogListNodes, `Nope == x`, `Selector "Nope" is not valid`,
+		{structs.MethodCatalogListNodes.Name(), `Nope == x`, `Selector "Nope" is not valid`,
 			&structs.DCSpecificRequest{}, new(structs.IndexedNodes)},
-		{structs.MethodCatalogListServices, `ServicePort == abc`,
+		{structs.MethodCatalogListServices.Name(), `ServicePort == abc`,
 			`Failed to coerce value "abc" for selector "ServicePort": strconv.ParseInt: parsing "abc": invalid syntax`,
 			&structs.DCSpecificRequest{}, new(structs.IndexedServices)},
-		{structs.MethodHealthServiceNodes, `Service.Meta.version is empty`, `Invalid match operator "Is Empty" for selector "Service.Meta.version"`,
+		{structs.MethodHealthServiceNodes.Name(), `Service.Meta.version is empty`, `Invalid match operator "Is Empty" for selector "Service.Meta.version"`,
 			&structs.ServiceSpecificRequest{ServiceName: "web"}, new(structs.IndexedCheckServiceNodes)},
 	}
 	for _, tc := range cases {

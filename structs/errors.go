@@ -85,7 +85,7 @@ var (
 func Sentinels() []*Error {
 	return []*Error{ErrNoLeader, ErrNoDCPath, ErrNoServers, ErrPermissionDenied, ErrRateLimited,
 		ErrFilterNotSupported, ErrUnknownMethod, ErrIntentionNotFound, ErrCANotInitialized,
-		ErrCAStateReadOnly, ErrLeadershipLost, ErrOutcomeUnknown}
+		ErrCAStateReadOnly, ErrInvalidFilter, ErrLeadershipLost, ErrOutcomeUnknown}
 }
 
 // MaybeApplied reports whether err leaves a write's outcome unknown: it

@@ -3,7 +3,6 @@ package structs
 import (
 	"errors"
 	"fmt"
-	"strings"
 )
 
 // Consul's ?filter= on reads. The server that answers a read compiles the
@@ -17,7 +16,7 @@ import (
 // in Consul's words (it wraps go-bexpr's error as bexpr's CreateFilter
 // does): clients see "Failed to create boolean expression evaluator:
 // 1:4 (3): ..." as a 500.
-var ErrInvalidFilter = errors.New("Failed to create boolean expression evaluator")
+var ErrInvalidFilter = newError("InvalidFilter", CodeInvalidArgument, "Failed to create boolean expression evaluator")
 
 // CompileFilter parses a ?filter= expression, failing with ErrInvalidFilter
 // and bexpr's reason.
@@ -45,9 +44,9 @@ func CompileFilterFor(expr string, elem any) (*Filter, error) {
 }
 
 // IsInvalidFilter reports whether err is CompileFilter's, also after it
-// crossed the RPC boundary as text (a client agent's forwarded read).
+// crossed the RPC boundary (a client agent's forwarded read).
 func IsInvalidFilter(err error) bool {
-	return errors.Is(err, ErrInvalidFilter) || strings.HasPrefix(err.Error(), ErrInvalidFilter.Error()+": ")
+	return errors.Is(err, ErrInvalidFilter)
 }
 
 // Filterable is a read reply that ?filter= narrows. FilterElem returns a

@@ -23,8 +23,10 @@ func TestCompileFilter(t *testing.T) {
 		want bool
 	}{
 		{err, true},
-		// As it arrives from another server: text only.
-		{WireError("", err.Error()), true},
+		// As it arrives from another server: the sentinel's name and the text.
+		{WireError(ErrInvalidFilter.Name(), err.Error()), true},
+		// Text alone is not enough.
+		{WireError("", err.Error()), false},
 		{ErrFilterNotSupported, false},
 		{WireError("", "Failed to create boolean expression evaluator"), false},
 		{errors.New("boom"), false},

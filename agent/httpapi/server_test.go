@@ -125,7 +125,7 @@ func TestErrorMapping(t *testing.T) {
 			// across the RPC boundary.
 			name: "filter refused by the server", path: "/v1/catalog/services?filter=ServiceName+%3D%3D+x",
 			setup: func(f *fakeRPC, _ *Config) {
-				f.errs[structs.MethodCatalogListServices.Name()] = structs.WireError("",
+				f.errs[structs.MethodCatalogListServices.Name()] = structs.WireError(structs.ErrFilterNotSupported.Name(),
 					"filter expressions are not supported: Catalog.ListServices has no filterable result")
 			},
 			wantCode: 500, wantBody: "filter expressions are not supported: Catalog.ListServices has no filterable result", anyCalls: true,
@@ -134,7 +134,7 @@ func TestErrorMapping(t *testing.T) {
 			// Consul's status and text for a malformed ?filter=, whichever
 			// server found it.
 			name: "malformed filter across the RPC boundary", path: "/v1/catalog/nodes?filter=foo",
-			setup:    failWith(structs.WireError("", "Failed to create boolean expression evaluator: 1:4 (3): unexpected end of expression, expected an operator")),
+			setup:    failWith(structs.WireError(structs.ErrInvalidFilter.Name(), "Failed to create boolean expression evaluator: 1:4 (3): unexpected end of expression, expected an operator")),
 			wantCode: 500, wantBody: "Failed to create boolean expression evaluator: 1:4 (3): unexpected end of expression, expected an operator",
 			wantHeaders: map[string]string{"Content-Type": "text/plain; charset=utf-8"}, anyCalls: true,
 		},
