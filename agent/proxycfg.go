@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"context"
 	"errors"
 
 	"github.com/trellis-mesh/trellis/proxycfg"
@@ -16,15 +15,6 @@ import (
 // of this agent's role, the local config source on every agent, and the
 // catalog config source on servers.
 
-// ProxyConfigSource is what the xDS server watches proxies through: the
-// snapshots of the proxy registered as proxyServiceID on node (this
-// agent's node when empty), for an xDS stream presenting token. The
-// channel delivers nothing until the proxy is known and its snapshot
-// valid; it is closed by cancel and when the agent shuts down.
-type ProxyConfigSource interface {
-	Watch(proxyServiceID, node, token string) (<-chan *proxycfg.ConfigSnapshot, proxycfg.CancelFunc, error)
-}
-
 // proxyConfig is everything startProxycfg started, stopped in reverse
 // order by stop.
 type proxyConfig struct {
@@ -36,7 +26,7 @@ type proxyConfig struct {
 	remote  *remote.Sources
 	local   *localsource.Source
 	catalog *catalogsource.Source // servers only
-	source  ProxyConfigSource
+	source  proxyWatcher          // xds.go
 }
 
 // startProxycfg builds the manager and the config sources. It needs the
@@ -139,19 +129,7 @@ func (p *proxyConfig) stop() {
 // Source is what the xDS server watches proxies through: on a server the
 // catalog config source (any proxy of the datacenter), on a client agent
 // the local one (the proxies registered to it).
-func (p *proxyConfig) Source() ProxyConfigSource { return p.source }
+func (p *proxyConfig) Source() proxyWatcher { return p.source }
 
 // Manager is the agent's proxycfg.Manager (for its Stats).
 func (p *proxyConfig) Manager() *proxycfg.Manager { return p.manager }
-
-// Watch is Source().Watch bounded by ctx instead of a cancel function
-// (the form agent/xds.go's proxyWatcher takes): the watch ends, and the
-// channel is closed, once ctx is done.
-func (p *proxyConfig) Watch(ctx context.Context, proxyServiceID, node, token string) (<-chan *proxycfg.ConfigSnapshot, error) {
-	ch, cancel, err := p.source.Watch(proxyServiceID, node, token)
-	if err != nil {
-		return nil, err
-	}
-	context.AfterFunc(ctx, func() { cancel() })
-	return ch, nil
-}

@@ -105,12 +105,14 @@ func TestDevAgentProxySnapshots(t *testing.T) {
 	register("other", "other", 8082, "zzz")
 
 	src := p.Source()
-	web, cancelWeb, err := src.Watch("web-sidecar-proxy", "", "")
+	ctxWeb, cancelWeb := context.WithCancel(context.Background())
+	web, err := src.Watch(ctxWeb, proxycfg.ProxyID{ServiceID: "web-sidecar-proxy"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cancelWeb()
-	other, cancelOther, err := src.Watch("other-sidecar-proxy", "", "")
+	ctxOther, cancelOther := context.WithCancel(context.Background())
+	other, err := src.Watch(ctxOther, proxycfg.ProxyID{ServiceID: "other-sidecar-proxy"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,10 @@ import (
 
 // proxyWatcher is where the xDS server gets a proxy's snapshots: the local
 // config source on a client agent, the catalog config source on a server.
+// The channel delivers nothing until the proxy is known and its snapshot
+// valid, and is closed once ctx ends (and when the agent shuts down).
 type proxyWatcher interface {
-	Watch(ctx context.Context, proxyServiceID, node, token string) (<-chan *proxycfg.ConfigSnapshot, error)
+	Watch(ctx context.Context, id proxycfg.ProxyID) (<-chan *proxycfg.ConfigSnapshot, error)
 }
 
 // xdsSource gives the ADS server the proxies' proxycfg snapshots and
@@ -30,7 +32,8 @@ type xdsSource struct {
 }
 
 func (s *xdsSource) Watch(ctx context.Context, ref xds.ProxyRef) (<-chan *proxycfg.ConfigSnapshot, error) {
-	return s.watcher.Watch(ctx, ref.ServiceID, ref.Node, ref.Token)
+	// The one place a stream's identity becomes the manager's.
+	return s.watcher.Watch(ctx, proxycfg.ProxyID{Node: ref.Node, ServiceID: ref.ServiceID, Token: ref.Token})
 }
 
 func (s *xdsSource) Builder(xds.ProxyRef) xds.Builder[*proxycfg.ConfigSnapshot] {

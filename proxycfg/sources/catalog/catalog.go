@@ -61,7 +61,7 @@ type LocalState interface {
 // LocalSource is the local config source a local proxy is handed to
 // (*proxycfg/sources/local.Source).
 type LocalSource interface {
-	Watch(proxyServiceID, node, token string) (<-chan *proxycfg.ConfigSnapshot, proxycfg.CancelFunc, error)
+	Watch(ctx context.Context, id proxycfg.ProxyID) (<-chan *proxycfg.ConfigSnapshot, error)
 }
 
 // Manager is the part of *proxycfg.Manager the source uses.
@@ -145,34 +145,31 @@ func New(cfg Config) (*Source, error) {
 	}, nil
 }
 
-// Watch returns the snapshots of the proxy registered as proxyServiceID
-// on node (this agent's node when empty), fetched with token, and the
-// function that ends the watch. It returns at once; the channel delivers
-// once the proxy is registered and its first snapshot is valid. The
-// channel is closed by cancel (and by the manager's Close).
-func (s *Source) Watch(proxyServiceID, node, token string) (<-chan *proxycfg.ConfigSnapshot, proxycfg.CancelFunc, error) {
-	if proxyServiceID == "" {
-		return nil, nil, ErrMissingServiceID
+// Watch returns the snapshots of the proxy id (on this agent's node when
+// id.Node is empty, fetched with id.Token) until ctx ends, when the
+// channel is closed (as it is by the manager's Close). It returns at once;
+// the channel delivers once the proxy is registered and its first snapshot
+// is valid.
+func (s *Source) Watch(ctx context.Context, id proxycfg.ProxyID) (<-chan *proxycfg.ConfigSnapshot, error) {
+	if id.ServiceID == "" {
+		return nil, ErrMissingServiceID
 	}
-	if node == "" {
-		node = s.cfg.NodeName
+	if id.Node == "" {
+		id.Node = s.cfg.NodeName
 	}
-	if node == s.cfg.NodeName && s.cfg.LocalState.ServiceExists(proxyServiceID) {
-		return s.cfg.LocalSource.Watch(proxyServiceID, node, token)
+	if id.Node == s.cfg.NodeName && s.cfg.LocalState.ServiceExists(id.ServiceID) {
+		return s.cfg.LocalSource.Watch(ctx, id)
 	}
-	id := proxycfg.ProxyID{Node: node, ServiceID: proxyServiceID, Token: token}
 	sess, err := s.acquire(id)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	ch, cancelWatch := s.cfg.Manager.Watch(id)
-	var once sync.Once
-	return ch, func() {
-		once.Do(func() {
-			cancelWatch()
-			s.release(sess)
-		})
-	}, nil
+	context.AfterFunc(ctx, func() {
+		cancelWatch()
+		s.release(sess)
+	})
+	return ch, nil
 }
 
 // acquire joins the session of id, starting it for the first watcher.

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -83,12 +84,14 @@ func TestCatalogProxyWatchedThroughServer(t *testing.T) {
 	dstest.Register(t, f.srv, "client1", &structs.NodeService{ID: "web", Service: "web", Port: 8080})
 	dstest.Register(t, f.srv, "client1", dstest.Sidecar("web", 21000, "api"))
 
-	ch1, cancel1, err := f.src.Watch("web-sidecar-proxy", "client1", "tok")
+	ctx1, cancel1 := context.WithCancel(context.Background())
+	ch1, err := f.src.Watch(ctx1, proxycfg.ProxyID{ServiceID: "web-sidecar-proxy", Node: "client1", Token: "tok"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer cancel1()
-	ch2, cancel2, err := f.src.Watch("web-sidecar-proxy", "client1", "tok")
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	ch2, err := f.src.Watch(ctx2, proxycfg.ProxyID{ServiceID: "web-sidecar-proxy", Node: "client1", Token: "tok"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -135,7 +138,8 @@ func TestCatalogProxyWatchedThroughServer(t *testing.T) {
 func TestCatalogDeregistrationAndReturn(t *testing.T) {
 	f := newFixture(t)
 	dstest.Register(t, f.srv, "client1", dstest.Sidecar("web", 21000, "api"))
-	ch, cancel, err := f.src.Watch("web-sidecar-proxy", "client1", "")
+	ctx, cancel := context.WithCancel(context.Background())
+	ch, err := f.src.Watch(ctx, proxycfg.ProxyID{ServiceID: "web-sidecar-proxy", Node: "client1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +160,8 @@ func TestCatalogDeregistrationAndReturn(t *testing.T) {
 // registration reached the servers waits, then gets its snapshot.
 func TestCatalogWatchWaitsForRegistration(t *testing.T) {
 	f := newFixture(t)
-	ch, cancel, err := f.src.Watch("late-sidecar-proxy", "client2", "")
+	ctx, cancel := context.WithCancel(context.Background())
+	ch, err := f.src.Watch(ctx, proxycfg.ProxyID{ServiceID: "late-sidecar-proxy", Node: "client2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -175,7 +180,8 @@ func TestCatalogWatchWaitsForRegistration(t *testing.T) {
 	}
 
 	// Cancelling a watch that is still waiting is clean too.
-	_, cancelWaiting, err := f.src.Watch("never-sidecar-proxy", "client3", "")
+	ctxWaiting, cancelWaiting := context.WithCancel(context.Background())
+	_, err = f.src.Watch(ctxWaiting, proxycfg.ProxyID{ServiceID: "never-sidecar-proxy", Node: "client3"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -198,7 +204,8 @@ func TestCatalogHandsLocalProxiesToTheLocalSource(t *testing.T) {
 	// Also in the catalog under this node, as anti-entropy would put it.
 	dstest.Register(t, f.srv, "s1", dstest.Sidecar("web", 21000, "api"))
 
-	ch, cancel, err := f.src.Watch("web-sidecar-proxy", "s1", "stream-token")
+	ctx, cancel := context.WithCancel(context.Background())
+	ch, err := f.src.Watch(ctx, proxycfg.ProxyID{ServiceID: "web-sidecar-proxy", Node: "s1", Token: "stream-token"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +225,8 @@ func TestCatalogHandsLocalProxiesToTheLocalSource(t *testing.T) {
 func TestCatalogCloseDeregisters(t *testing.T) {
 	f := newFixture(t)
 	dstest.Register(t, f.srv, "client1", dstest.Sidecar("web", 21000, "api"))
-	_, cancel, err := f.src.Watch("web-sidecar-proxy", "client1", "")
+	ctx, cancel := context.WithCancel(context.Background())
+	_, err := f.src.Watch(ctx, proxycfg.ProxyID{ServiceID: "web-sidecar-proxy", Node: "client1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,7 +236,7 @@ func TestCatalogCloseDeregisters(t *testing.T) {
 		t.Fatalf("%d proxies after Close", n)
 	}
 	cancel() // still safe
-	if _, _, err := f.src.Watch("web-sidecar-proxy", "client1", ""); err != ErrClosed {
+	if _, err := f.src.Watch(context.Background(), proxycfg.ProxyID{ServiceID: "web-sidecar-proxy", Node: "client1"}); err != ErrClosed {
 		t.Fatalf("Watch after Close = %v", err)
 	}
 }

@@ -17,7 +17,7 @@
 //	src, _ := local.New(local.Config{NodeName: "n1", State: st, Manager: m})
 //	src.Start()
 //	defer src.Stop()
-//	ch, cancel, _ := src.Watch("web-sidecar-proxy", "", token)
+//	ch, _ := src.Watch(ctx, proxycfg.ProxyID{ServiceID: "web-sidecar-proxy"}) // closed when ctx ends
 package local
 
 import (
@@ -156,18 +156,20 @@ func (s *Source) ProxyID(serviceID string) proxycfg.ProxyID {
 }
 
 // Watch returns the snapshots of a local proxy (the manager's watch of
-// its local ProxyID). node defaults to this agent's node; token is not
-// part of the ID (see the package doc). A proxy not registered (yet) is
-// waited for: the channel delivers once it is.
-func (s *Source) Watch(proxyServiceID, node, _ string) (<-chan *proxycfg.ConfigSnapshot, proxycfg.CancelFunc, error) {
-	if proxyServiceID == "" {
-		return nil, nil, ErrMissingServiceID
+// its local ProxyID) until ctx ends, when the channel is closed. id.Node
+// defaults to this agent's node; id.Token is not part of a local proxy's
+// ID (see the package doc). A proxy not registered (yet) is waited for:
+// the channel delivers once it is.
+func (s *Source) Watch(ctx context.Context, id proxycfg.ProxyID) (<-chan *proxycfg.ConfigSnapshot, error) {
+	if id.ServiceID == "" {
+		return nil, ErrMissingServiceID
 	}
-	if node == "" {
-		node = s.cfg.NodeName
+	if id.Node == "" {
+		id.Node = s.cfg.NodeName
 	}
-	ch, cancel := s.cfg.Manager.Watch(proxycfg.ProxyID{Node: node, ServiceID: proxyServiceID})
-	return ch, cancel, nil
+	ch, cancel := s.cfg.Manager.Watch(proxycfg.ProxyID{Node: id.Node, ServiceID: id.ServiceID})
+	context.AfterFunc(ctx, cancel)
+	return ch, nil
 }
 
 func (s *Source) run(notify <-chan struct{}) {

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -67,7 +68,8 @@ func TestLocalProxiesFollowLocalState(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Watch before the proxy exists: the watch waits for it.
-	ch, cancel, err := f.src.Watch("web-sidecar-proxy", "", "stream-token")
+	ctx, cancel := context.WithCancel(context.Background())
+	ch, err := f.src.Watch(ctx, proxycfg.ProxyID{ServiceID: "web-sidecar-proxy", Token: "stream-token"})
 	if err != nil {
 		t.Fatal(err)
 	}
