@@ -22,7 +22,8 @@ const reapInterval = 3 * time.Second
 // localServices is the agent's own services and checks: the local state,
 // the check runners and the anti-entropy syncer, wired together. It is what
 // the HTTP API's LocalAgent calls, and it turns the components' errors
-// into HTTP statuses (this is the edge for them).
+// into HTTP statuses (this is the edge for them). Every change through it
+// is synced to the catalog before it answers (see synced).
 type localServices struct {
 	logger *slog.Logger
 	state  *local.State
@@ -103,6 +104,27 @@ func (a *Agent) startLocal() error {
 	return nil
 }
 
+// syncTimeout bounds the sync a change through the agent API waits for:
+// Consul's hold time for a call that finds no leader, and some margin.
+const syncTimeout = 10 * time.Second
+
+// synced pushes what a successful change through the agent API left out
+// of sync to the catalog before the call answers, as Consul's agent does,
+// so that a client reading the catalog right after it finds the change. If
+// the servers cannot be reached the change still stands (it is in local
+// state) and anti-entropy carries it later: that is logged, not returned.
+func (l *localServices) synced(err error) error {
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), syncTimeout)
+	defer cancel()
+	if serr := l.syncer.SyncChanges(ctx); serr != nil {
+		l.logger.Warn("failed syncing changes; anti-entropy will retry", "error", serr)
+	}
+	return nil
+}
+
 // stop ends the reaper, the syncer and every check runner.
 func (l *localServices) stop() {
 	l.cancel()
@@ -140,6 +162,10 @@ func (l *localServices) reapLoop(ctx context.Context) {
 // RegisterService registers (or replaces) a service and its checks, then
 // starts their runners.
 func (l *localServices) RegisterService(def *structs.ServiceDefinition, token string, replace bool) error {
+	return l.synced(l.registerService(def, token, replace))
+}
+
+func (l *localServices) registerService(def *structs.ServiceDefinition, token string, replace bool) error {
 	l.regMu.Lock()
 	defer l.regMu.Unlock()
 	res, err := l.state.RegisterService(def, token, replace)
@@ -163,6 +189,10 @@ func (l *localServices) RegisterService(def *structs.ServiceDefinition, token st
 // DeregisterService removes a service (and its sidecar) and stops its
 // checks.
 func (l *localServices) DeregisterService(id string) error {
+	return l.synced(l.deregisterService(id))
+}
+
+func (l *localServices) deregisterService(id string) error {
 	l.regMu.Lock()
 	defer l.regMu.Unlock()
 	removed, err := l.state.RemoveService(id)
@@ -185,6 +215,10 @@ func (l *localServices) Checks() structs.HealthChecks { return l.state.Checks() 
 
 // RegisterCheck registers a check and starts its runner.
 func (l *localServices) RegisterCheck(def *structs.CheckDefinition, token string) error {
+	return l.synced(l.registerCheck(def, token))
+}
+
+func (l *localServices) registerCheck(def *structs.CheckDefinition, token string) error {
 	l.regMu.Lock()
 	defer l.regMu.Unlock()
 	cs, err := l.state.RegisterCheck(def, token)
@@ -202,6 +236,10 @@ func (l *localServices) RegisterCheck(def *structs.CheckDefinition, token string
 
 // DeregisterCheck removes a check and stops its runner.
 func (l *localServices) DeregisterCheck(id string) error {
+	return l.synced(l.deregisterCheck(id))
+}
+
+func (l *localServices) deregisterCheck(id string) error {
 	l.regMu.Lock()
 	defer l.regMu.Unlock()
 	if err := l.state.RemoveCheck(id); err != nil {
@@ -214,6 +252,10 @@ func (l *localServices) DeregisterCheck(id string) error {
 // UpdateTTL sets a TTL check's status through its runner (which also resets
 // its timer).
 func (l *localServices) UpdateTTL(id, status, output string) error {
+	return l.synced(l.updateTTL(id, status, output))
+}
+
+func (l *localServices) updateTTL(id, status, output string) error {
 	if err := l.checks.UpdateTTL(id, status, output); err != nil {
 		if errors.Is(err, checks.ErrCheckNotFound) && l.state.Check(id) == nil {
 			return &httpapi.StatusError{Code: http.StatusNotFound, Msg: fmt.Sprintf("Unknown check ID %q. Ensure that the check ID is passed, not the check name.", id)}
@@ -225,6 +267,10 @@ func (l *localServices) UpdateTTL(id, status, output string) error {
 
 // SetMaintenance toggles node or service maintenance.
 func (l *localServices) SetMaintenance(serviceID string, enable bool, reason string) error {
+	return l.synced(l.setMaintenance(serviceID, enable, reason))
+}
+
+func (l *localServices) setMaintenance(serviceID string, enable bool, reason string) error {
 	var err error
 	switch {
 	case serviceID == "" && enable:
