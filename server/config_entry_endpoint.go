@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/hashicorp/go-memdb"
 
@@ -101,9 +102,44 @@ func (s *Server) configEntryList(ctx context.Context, args *structs.ConfigEntryQ
 			return err
 		}
 	}
+	keep, err := configEntryFilter(args.Kind, args.Filter)
+	if err != nil {
+		return err
+	}
 	return s.blockingQuery(ctx, &args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, st *state.Store) error {
 		idx, entries, err := st.ConfigEntriesByKind(ws, args.Kind)
+		if keep != nil {
+			// A new slice: entries may be the store's.
+			var kept []structs.ConfigEntry
+			for _, e := range entries {
+				if keep(e) {
+					kept = append(kept, e)
+				}
+			}
+			entries = kept
+		}
 		reply.Kind, reply.Index, reply.Entries = args.Kind, idx, entries
 		return err
 	})
+}
+
+// configEntryFilter compiles a list's ?filter=, as Consul's: only
+// service-defaults entries can be filtered (by their own fields); a filter
+// on any other kind is refused with Consul's text. The list filters itself
+// (see filtersItself): its reply holds entries of an interface type.
+func configEntryFilter(kind, expr string) (func(structs.ConfigEntry) bool, error) {
+	if expr == "" {
+		return nil, nil
+	}
+	if kind != structs.ServiceDefaults {
+		return nil, fmt.Errorf("filtering not supported for config entry kind=%v", kind)
+	}
+	f, err := structs.CompileFilterFor(expr, (*structs.ServiceConfigEntry)(nil))
+	if err != nil {
+		return nil, err
+	}
+	return func(e structs.ConfigEntry) bool {
+		sd, ok := e.(*structs.ServiceConfigEntry)
+		return ok && f.Evaluate(sd)
+	}, nil
 }

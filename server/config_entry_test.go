@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -325,5 +326,50 @@ func TestConfigEntriesReplicateAndSurviveRestart(t *testing.T) {
 	e, _ := getEntry(t, servers[2].srv, structs.ServiceDefaults, "web", false)
 	if e == nil || e.(*structs.ServiceConfigEntry).Protocol != "http" {
 		t.Fatalf("after restart: %+v", e)
+	}
+}
+
+// TestConfigEntryListFilter: as Consul's, a service-defaults list takes
+// ?filter= over the entries' fields; any other kind refuses it with
+// Consul's text; a filter changes no stored entry.
+func TestConfigEntryListFilter(t *testing.T) {
+	s := startTestCluster(t, 1, false)[0].srv
+	for _, e := range []structs.ConfigEntry{
+		&structs.ServiceConfigEntry{Kind: structs.ServiceDefaults, Name: "web", Protocol: "http"},
+		&structs.ServiceConfigEntry{Kind: structs.ServiceDefaults, Name: "db", Protocol: "tcp"},
+	} {
+		var ok bool
+		rpc(t, s, structs.MethodConfigEntryApply, &structs.ConfigEntryRequest{Op: structs.ConfigEntryUpsert, Entry: e}, &ok)
+	}
+	for _, tc := range []struct {
+		kind, filter string
+		want         []string
+		err          string
+	}{
+		{structs.ServiceDefaults, `Protocol == "http"`, []string{"web"}, ""},
+		{structs.ServiceDefaults, `Name != web`, []string{"db"}, ""},
+		{structs.ServiceDefaults, "", []string{"db", "web"}, ""},
+		{structs.ProxyDefaults, `Mode == "transparent"`, nil, "filtering not supported for config entry kind=proxy-defaults"},
+		{structs.ServiceDefaults, `Nope == x`, nil, `Failed to create boolean expression evaluator: Selector "Nope" is not valid`},
+	} {
+		var out structs.IndexedConfigEntries
+		err := structs.MethodConfigEntryList.Call(context.Background(), s,
+			&structs.ConfigEntryQuery{Kind: tc.kind, QueryOptions: structs.QueryOptions{Filter: tc.filter}}, &out)
+		if tc.err != "" {
+			if err == nil || err.Error() != tc.err {
+				t.Errorf("%s %q: err = %v, want %q", tc.kind, tc.filter, err, tc.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s %q: %v", tc.kind, tc.filter, err)
+		}
+		var names []string
+		for _, e := range out.Entries {
+			names = append(names, e.GetName())
+		}
+		if !slices.Equal(names, tc.want) {
+			t.Errorf("%s %q: %v, want %v", tc.kind, tc.filter, names, tc.want)
+		}
 	}
 }

@@ -53,6 +53,7 @@ func (s *Server) endpointTable() map[string]endpoint {
 	handle(t, structs.MethodConfigEntryDelete, s.configEntryDelete)
 	handle(t, structs.MethodConfigEntryGet, s.configEntryGet)
 	handle(t, structs.MethodConfigEntryList, s.configEntryList)
+	filtersItself(t, structs.MethodConfigEntryList)
 	handle(t, structs.MethodIntentionApply, s.intentionApply)
 	handle(t, structs.MethodIntentionGet, s.intentionGet)
 	handle(t, structs.MethodIntentionList, s.intentionList)
