@@ -57,9 +57,3 @@ func (t *sessionTimers) stopAll() {
 		delete(t.timers, id)
 	}
 }
-
-func (t *sessionTimers) len() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return len(t.timers)
-}

@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -228,7 +229,7 @@ func TestCatalogCloseDeregisters(t *testing.T) {
 		t.Fatalf("%d proxies after Close", n)
 	}
 	cancel() // still safe
-	if _, _, err := f.src.Watch("web-sidecar-proxy", "client1", ""); err != ErrClosed {
+	if _, _, err := f.src.Watch("web-sidecar-proxy", "client1", ""); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Watch after Close = %v", err)
 	}
 }
