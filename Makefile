@@ -16,7 +16,7 @@ JEPSEN_DURATION ?= 3m
 JEPSEN_OUT ?= $(CURDIR)/jepsen-out
 JEPSEN_TIMEOUT ?= 4h
 
-.PHONY: test unit race fuzz vet build bench jepsen soak
+.PHONY: test unit race fuzz vet lint build bench jepsen soak
 
 build:
 	$(GO) build ./...
@@ -24,10 +24,16 @@ build:
 vet:
 	$(GO) vet ./...
 
-# The whole suite: vet, every package under the race detector (the
+# golangci-lint (.golangci.yml) at the version pinned in tools/go.mod, a
+# module of its own so that its dependencies stay out of go.mod. Nothing to
+# install: the first run builds it (a few minutes on a cold build cache).
+lint:
+	$(GO) tool -modfile=tools/go.mod golangci-lint run ./...
+
+# The whole suite: vet, lint, every package under the race detector (the
 # integration scenarios start real processes and run here too), then a
 # short pass of every fuzz target.
-test: vet race fuzz
+test: vet lint race fuzz
 
 race:
 	$(GO) test -race -timeout 20m ./...

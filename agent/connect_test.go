@@ -26,7 +26,7 @@ func TestConnectAuthorizeFollowsIntentions(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer resp.Body.Close()
+		defer func() { _ = resp.Body.Close() }()
 		var out struct {
 			Authorized bool
 			Reason     string

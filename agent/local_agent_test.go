@@ -16,7 +16,7 @@ func put(t *testing.T, url, body string) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
@@ -91,7 +91,7 @@ func TestAgentServiceAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	hash := resp.Header.Get("X-Consul-ContentHash")
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if hash == "" {
 		t.Fatal("no content hash")
 	}
@@ -102,7 +102,7 @@ func TestAgentServiceAPI(t *testing.T) {
 			done <- ""
 			return
 		}
-		defer r.Body.Close()
+		defer func() { _ = r.Body.Close() }()
 		done <- r.Header.Get("X-Consul-ContentHash")
 	}()
 	select {

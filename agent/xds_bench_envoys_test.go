@@ -56,7 +56,7 @@ func runXDSBenchEnvoys(b *testing.B) {
 	}
 	out := bufio.NewWriter(os.Stdout)
 	reply := func(format string, args ...any) {
-		fmt.Fprintf(out, xdsBenchReply+format+"\n", args...)
+		_, _ = fmt.Fprintf(out, xdsBenchReply+format+"\n", args...)
 		_ = out.Flush()
 	}
 	if err := serveXDSBenchEnvoys(addr, n, os.Stdin, reply); err != nil {
@@ -147,7 +147,7 @@ func serveXDSBenchEnvoys(addr string, n int, commands io.Reader, reply func(stri
 		if err != nil {
 			return err
 		}
-		defer f.Close()
+		defer func() { _ = f.Close() }()
 		if err := pprof.StartCPUProfile(f); err != nil {
 			return err
 		}

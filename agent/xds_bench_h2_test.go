@@ -602,7 +602,7 @@ func TestH2ADSClientSendWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	// The server writes its preface with a 1000-byte initial stream window,
 	// hands the connection to the test, and counts the gRPC bytes the
 	// client sends, which the test compares with the sends that succeeded.
@@ -619,7 +619,7 @@ func TestH2ADSClientSendWindow(t *testing.T) {
 			close(accepted)
 			return
 		}
-		defer conn.Close()
+		defer func() { _ = conn.Close() }()
 		if err := http2.NewFramer(conn, nil).WriteSettings(http2.Setting{ID: http2.SettingInitialWindowSize, Val: initialWindow}); err != nil {
 			close(accepted)
 			return

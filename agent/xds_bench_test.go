@@ -571,12 +571,12 @@ func startRecording(b *testing.B, path string, start func(io.Writer) error, stop
 		b.Fatal(err)
 	}
 	if err := start(f); err != nil {
-		f.Close()
+		_ = f.Close()
 		b.Fatal(err)
 	}
 	return func() {
 		stop()
-		f.Close()
+		_ = f.Close()
 	}
 }
 
@@ -591,7 +591,7 @@ func writeProfile(b *testing.B, name, path string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	if err := pprof.Lookup(name).WriteTo(f, 0); err != nil {
 		b.Fatal(err)
 	}
@@ -663,7 +663,7 @@ func (c *xdsBenchChild) expect(word string) (string, error) {
 	case line, ok := <-c.lines:
 		if !ok {
 			<-c.exited
-			return "", fmt.Errorf("simulated envoys exited: %v", c.err)
+			return "", fmt.Errorf("simulated envoys exited: %v", c.err) //nolint:errorlint // err may be nil here, which %v prints as <nil>
 		}
 		verb, rest, _ := strings.Cut(line, " ")
 		if verb != word {
@@ -728,7 +728,7 @@ func newChangeLog(b *testing.B, path string) *changeLog {
 		b.Fatal(err)
 	}
 	l := &changeLog{f: f, w: bufio.NewWriter(f), sample: []metrics.Sample{{Name: "/gc/cycles/total:gc-cycles"}}}
-	fmt.Fprintln(l.w, "# seq gcs p50-ms p99-ms max-ms")
+	_, _ = fmt.Fprintln(l.w, "# seq gcs p50-ms p99-ms max-ms")
 	return l
 }
 
@@ -760,7 +760,7 @@ func (l *changeLog) record(seq int, gcs uint64, ds []time.Duration) {
 	l.sorted = append(l.sorted[:0], ds...)
 	slices.Sort(l.sorted)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	fmt.Fprintf(l.w, "%d %d %.1f %.1f %.1f\n", seq, gcs, ms(l.sorted[len(l.sorted)/2]), ms(l.sorted[len(l.sorted)*99/100]), ms(l.sorted[len(l.sorted)-1]))
+	_, _ = fmt.Fprintf(l.w, "%d %d %.1f %.1f %.1f\n", seq, gcs, ms(l.sorted[len(l.sorted)/2]), ms(l.sorted[len(l.sorted)*99/100]), ms(l.sorted[len(l.sorted)-1]))
 }
 
 func (l *changeLog) close(b *testing.B) {

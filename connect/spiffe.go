@@ -121,7 +121,7 @@ var spiffeIDServiceRegexp = regexp.MustCompile(`^(?:/ap/([^/]+))?/ns/([^/]+)/dc/
 func ParseCertURIFromString(s string) (CertURI, error) {
 	u, err := url.Parse(s)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidSpiffeID, err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalidSpiffeID, err) //nolint:errorlint // wraps the sentinel alone; the cause is only text, kept out of the chain callers match
 	}
 	return ParseCertURI(u)
 }
@@ -141,7 +141,7 @@ func ParseCertURI(u *url.URL) (CertURI, error) {
 		for i, raw := range m[1:] {
 			v, err := url.PathUnescape(raw)
 			if err != nil {
-				return nil, fmt.Errorf("%w: %v", ErrInvalidSpiffeID, err)
+				return nil, fmt.Errorf("%w: %v", ErrInvalidSpiffeID, err) //nolint:errorlint // wraps the sentinel alone; the cause is only text, kept out of the chain callers match
 			}
 			parts[i] = v
 		}

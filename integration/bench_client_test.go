@@ -69,7 +69,7 @@ func BenchmarkClientAgentRegistrations(b *testing.B) {
 						errs <- err
 						return
 					}
-					resp.Body.Close()
+					_ = resp.Body.Close()
 					if resp.StatusCode != 200 {
 						errs <- fmt.Errorf("register: %s", resp.Status)
 						return
@@ -89,7 +89,7 @@ func BenchmarkClientAgentRegistrations(b *testing.B) {
 			resp, err := hc.Get(server.HTTPURL() + "/v1/catalog/node/" + client.Node())
 			if err == nil {
 				_ = json.NewDecoder(resp.Body).Decode(&ns)
-				resp.Body.Close()
+				_ = resp.Body.Close()
 			}
 			if len(ns.Services) >= services*(iter+1) {
 				break
@@ -120,7 +120,7 @@ func filepathConfig(tb testing.TB, v any) string {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	if _, err := f.Write(data); err != nil {
 		tb.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func rssKB(tb testing.TB, pid int) int {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {

@@ -78,7 +78,7 @@ func (ct *checkTarget) start() error {
 			Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 				code := int(ct.status.Load())
 				w.WriteHeader(code)
-				fmt.Fprintf(w, "check target says %d\n", code)
+				_, _ = fmt.Fprintf(w, "check target says %d\n", code)
 			}),
 			ReadHeaderTimeout: 5 * time.Second,
 		}

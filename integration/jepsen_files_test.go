@@ -52,7 +52,7 @@ func readJSONLines(path string) ([]jepsenOp, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	var ops []jepsenOp
 	dec := json.NewDecoder(f)
 	for dec.More() {
@@ -74,12 +74,12 @@ func writeJSONLines(path string, ops []jepsenOp) error {
 	enc := json.NewEncoder(w)
 	for _, o := range ops {
 		if err := enc.Encode(o); err != nil {
-			f.Close()
+			_ = f.Close()
 			return err
 		}
 	}
 	if err := w.Flush(); err != nil {
-		f.Close()
+		_ = f.Close()
 		return err
 	}
 	return f.Close()

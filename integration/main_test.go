@@ -57,7 +57,7 @@ func runMain(m *testing.M) int {
 			fmt.Fprintf(os.Stderr, "integration: temp dir: %v\n", err)
 			return 1
 		}
-		defer os.RemoveAll(dir)
+		defer func() { _ = os.RemoveAll(dir) }()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		start := time.Now()
 		trellisBinary, buildErr = harness.BuildBinary(ctx, harness.BuildConfig{

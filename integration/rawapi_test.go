@@ -95,7 +95,7 @@ func (c *rawClient) doNoTimeout(ctx context.Context, method, addr, pathQuery str
 	if err != nil {
 		return response{}, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return response{}, fmt.Errorf("%s %s%s: read body: %w", method, addr, pathQuery, err)
@@ -265,7 +265,7 @@ func (c *rawClient) waitForIndex(ctx context.Context, addr, pathQuery string, mi
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("%s: stale %s stuck at index %d, want >= %d (last error %v): %w", addr, pathQuery, last, min, err, ctx.Err())
+			return fmt.Errorf("%s: stale %s stuck at index %d, want >= %d (last error %v): %w", addr, pathQuery, last, min, err, ctx.Err()) //nolint:errorlint // err may be nil here, which %v prints as <nil>
 		case <-time.After(50 * time.Millisecond):
 		}
 	}

@@ -115,7 +115,7 @@ func TestXDSBadInput(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer conn.Close()
+		defer func() { _ = conn.Close() }()
 		ads := discoveryv3.NewAggregatedDiscoveryServiceClient(conn)
 		ctx, cancel := context.WithTimeout(m.ctx, 10*time.Second)
 		defer cancel()

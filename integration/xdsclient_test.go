@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -234,7 +235,7 @@ func (c *adsClient) node() *corev3.Node {
 func (c *adsClient) close() {
 	c.cancel()
 	c.wg.Wait()
-	c.conn.Close()
+	_ = c.conn.Close()
 	c.check()
 }
 
@@ -595,7 +596,7 @@ func validationErrors(err error) []error {
 	var walk func(error)
 	walk = func(e error) {
 		switch u, ok := e.(interface{ Unwrap() []error }); {
-		case e == nil || e == gen.ErrInvalidResources:
+		case e == nil || errors.Is(e, gen.ErrInvalidResources):
 		case ok:
 			for _, x := range u.Unwrap() {
 				walk(x)

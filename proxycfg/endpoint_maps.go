@@ -60,7 +60,7 @@ type evictArg struct {
 // the other callers asking for the same key and result. Callers must
 // never modify it.
 func (c *endpointMaps) single(key string, r *structs.IndexedCheckServiceNodes) map[string]structs.CheckServiceNodes {
-	addr := uintptr(unsafe.Pointer(r))
+	addr := uintptr(unsafe.Pointer(r)) //nolint:gosec // the result's address as a map key, never dereferenced
 	nodes := nonNilNodes(r.Nodes)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -87,7 +87,7 @@ func (c *endpointMaps) single(key string, r *structs.IndexedCheckServiceNodes) m
 	// This replaces an entry of a collected result at the same address,
 	// or (rarely) one of another key of the same result.
 	c.entries[addr] = endpointMap{key: key, nodes: nodes, m: m}
-	runtime.AddCleanup(r, c.evictFn, evictArg{addr: addr, nodes: uintptr(unsafe.Pointer(unsafe.SliceData(nodes)))})
+	runtime.AddCleanup(r, c.evictFn, evictArg{addr: addr, nodes: uintptr(unsafe.Pointer(unsafe.SliceData(nodes)))}) //nolint:gosec // addresses compared, never dereferenced
 	return m
 }
 
@@ -95,7 +95,7 @@ func (c *endpointMaps) single(key string, r *structs.IndexedCheckServiceNodes) m
 func (c *endpointMaps) evict(a evictArg) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e, ok := c.entries[a.addr]; ok && uintptr(unsafe.Pointer(unsafe.SliceData(e.nodes))) == a.nodes {
+	if e, ok := c.entries[a.addr]; ok && uintptr(unsafe.Pointer(unsafe.SliceData(e.nodes))) == a.nodes { //nolint:gosec // addresses compared, never dereferenced
 		delete(c.entries, a.addr)
 	}
 }
@@ -103,7 +103,7 @@ func (c *endpointMaps) evict(a evictArg) {
 // sameSlice reports whether a and b are the same slice (not just equal
 // elements).
 func sameSlice[T any](a, b []T) bool {
-	return unsafe.SliceData(a) == unsafe.SliceData(b) && len(a) == len(b) && cap(a) == cap(b)
+	return unsafe.SliceData(a) == unsafe.SliceData(b) && len(a) == len(b) && cap(a) == cap(b) //nolint:gosec // identity of the backing arrays, never dereferenced
 }
 
 // len is the number of entries, for tests.

@@ -83,7 +83,7 @@ func TestGatewayServiceConfig(t *testing.T) {
 			// Delivered without the config: nothing waits for it.
 			waitSnap(t, ch, func(s *ConfigSnapshot) error {
 				if c, err := tc.config(s); err != nil || c != nil {
-					return fmt.Errorf("service config %+v, %v; want none yet", c, err)
+					return fmt.Errorf("service config %+v, %v; want none yet", c, err) //nolint:errorlint // err may be nil here, which %v prints as <nil>
 				}
 				return nil
 			})
@@ -99,7 +99,7 @@ func TestGatewayServiceConfig(t *testing.T) {
 				sub.send(t, want)
 				waitSnap(t, ch, func(s *ConfigSnapshot) error {
 					if c, err := tc.config(s); err != nil || c != want {
-						return fmt.Errorf("config %d: got %+v, %v", i, c, err)
+						return fmt.Errorf("config %d: got %+v, %v", i, c, err) //nolint:errorlint // err may be nil here, which %v prints as <nil>
 					}
 					return nil
 				})

@@ -76,7 +76,7 @@ func TestSnapshotSharing(t *testing.T) {
 		prev, next *ConfigSnapshot
 	}{{"a", prevA, nextA}, {"b", prevB, nextB}} {
 		prevUps, nextUps := c.prev.ConnectProxy.Upstreams, c.next.ConnectProxy.Upstreams
-		if c.next.ConnectProxy == c.prev.ConnectProxy || unsafe.SliceData(nextUps) == unsafe.SliceData(prevUps) {
+		if c.next.ConnectProxy == c.prev.ConnectProxy || unsafe.SliceData(nextUps) == unsafe.SliceData(prevUps) { //nolint:gosec // checks backing-array identity
 			t.Errorf("%s: the snapshot's parts were reused", c.name)
 		}
 		if len(nextUps) != len(prevUps) {
@@ -114,7 +114,7 @@ func TestSnapshotSharing(t *testing.T) {
 	if leafA.Leaf() != leaf || leafA.ConnectProxy == nextA.ConnectProxy {
 		t.Fatal("the leaf change is not in a new snapshot")
 	}
-	if unsafe.SliceData(leafA.ConnectProxy.Upstreams) != unsafe.SliceData(nextA.ConnectProxy.Upstreams) {
+	if unsafe.SliceData(leafA.ConnectProxy.Upstreams) != unsafe.SliceData(nextA.ConnectProxy.Upstreams) { //nolint:gosec // checks backing-array identity
 		t.Error("the upstreams were copied for a leaf change")
 	}
 }
@@ -172,7 +172,7 @@ func TestEndpointMaps(t *testing.T) {
 	// one asked about (here: one of another result's) is not a hit.
 	var c endpointMaps
 	stale := map[string]structs.CheckServiceNodes{"v": r1.Nodes}
-	c.entries = map[uintptr]endpointMap{uintptr(unsafe.Pointer(r2)): {key: "v", nodes: r1.Nodes, m: stale}}
+	c.entries = map[uintptr]endpointMap{uintptr(unsafe.Pointer(r2)): {key: "v", nodes: r1.Nodes, m: stale}} //nolint:gosec // checks backing-array identity
 	for range 3 {
 		if m := c.single("v", r2); mapID(m) == mapID(stale) || !sameSlice(m["v"], r2.Nodes) {
 			t.Fatalf("a stale entry was a hit: %v", m)

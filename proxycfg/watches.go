@@ -129,9 +129,6 @@ func (r *registry) ensure(parent context.Context, k watchKey, req any, notify no
 	return true, nil
 }
 
-// has reports whether a watch for k runs.
-func (r *registry) has(k watchKey) bool { return r.byKey[k] != nil }
-
 // cancel stops one watch and forgets it.
 func (r *registry) cancel(w *watch) {
 	w.cancel()

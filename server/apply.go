@@ -79,12 +79,12 @@ func (s *Server) applyEncoded(buf []byte) (any, error) {
 func applyError(err error) error {
 	switch {
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrEnqueueTimeout):
-		return fmt.Errorf("%w: %v", structs.ErrNoLeader, err)
+		return fmt.Errorf("%w: %v", structs.ErrNoLeader, err) //nolint:errorlint // the sentinel alone decides whether a write may be retried: the cause must not match another
 	case errors.Is(err, raft.ErrLeadershipLost):
 		return structs.ErrLeadershipLost
 	}
 	// Shut down or aborted with the command possibly in the log.
-	return fmt.Errorf("%w: %v", structs.ErrOutcomeUnknown, err)
+	return fmt.Errorf("%w: %v", structs.ErrOutcomeUnknown, err) //nolint:errorlint // the sentinel alone decides whether a write may be retried: the cause must not match another
 }
 
 // requestKey is the context key of a client write's requestCommands.

@@ -39,7 +39,7 @@ func (s *Server) blockingQuery(ctx context.Context, opts *structs.QueryOptions, 
 		if wait > maxQueryTime {
 			wait = maxQueryTime
 		}
-		deadline = time.Now().Add(wait + rand.N(wait/jitterFraction+1))
+		deadline = time.Now().Add(wait + rand.N(wait/jitterFraction+1)) //nolint:gosec // jitter to spread timers, not a secret
 	}
 	for {
 		st := s.fsm.State()

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -251,7 +252,7 @@ func TestUnknownDatacenterAndFilter(t *testing.T) {
 	s := startTestCluster(t, 1, false)[0].srv
 	var out structs.IndexedNodes
 	err := structs.MethodCatalogListNodes.Call(context.Background(), s, &structs.DCSpecificRequest{QueryOptions: structs.QueryOptions{Datacenter: "dc9"}}, &out)
-	if err != structs.ErrNoDCPath {
+	if !errors.Is(err, structs.ErrNoDCPath) {
 		t.Fatalf("unknown dc: %v", err)
 	}
 	err = s.RPC(context.Background(), "Nope.Nothing", &structs.DCSpecificRequest{}, &out)

@@ -63,7 +63,7 @@ func flipBytes(t *testing.T, path string, off int64, n int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	if off < 0 {
 		fi, err := f.Stat()
 		if err != nil {

@@ -88,8 +88,8 @@ func (m *portMux) route(conn net.Conn) {
 // routing goroutines.
 func (m *portMux) Close() error {
 	err := m.ln.Close()
-	m.raft.Close()
-	m.grpc.Close()
+	_ = m.raft.Close()
+	_ = m.grpc.Close()
 	m.wg.Wait()
 	return err
 }

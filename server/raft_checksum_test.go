@@ -19,7 +19,7 @@ func TestChecksumLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer bolt.Close()
+	defer func() { _ = bolt.Close() }()
 	// Written before checksums: entries 1 and 2 as they are.
 	old := []*raft.Log{{Index: 1, Term: 1, Data: []byte("a")}, {Index: 2, Term: 1, Data: []byte("b")}}
 	if err := bolt.StoreLogs(old); err != nil {

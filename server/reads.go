@@ -207,7 +207,7 @@ func (g *readGate) run(r *verifyRound, term uint64, timeout time.Duration) {
 		err = fmt.Errorf("term changed from %d to %d", term, g.currentTerm())
 	}
 	if err != nil {
-		r.err = fmt.Errorf("%w: leadership not confirmed: %v", structs.ErrNoLeader, err)
+		r.err = fmt.Errorf("%w: leadership not confirmed: %v", structs.ErrNoLeader, err) //nolint:errorlint // the sentinel alone decides whether a write may be retried: the cause must not match another
 	}
 	g.mu.Lock()
 	if until := int64(r.start + g.lease); r.err == nil && (g.leaseTerm.Load() != term || g.leaseUntil.Load() <= until) {

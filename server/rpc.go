@@ -270,7 +270,7 @@ func outcome(unknown, err error) error {
 	if structs.MaybeApplied(unknown) {
 		return unknown
 	}
-	return fmt.Errorf("%w: %v", structs.ErrOutcomeUnknown, unknown)
+	return fmt.Errorf("%w: %v", structs.ErrOutcomeUnknown, unknown) //nolint:errorlint // the cause stays text: an unknown outcome must not also match "no leader"
 }
 
 // inconclusive reports whether err says nothing of a write's outcome.

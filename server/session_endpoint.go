@@ -67,7 +67,7 @@ func (s *Server) validateSession(sess *structs.Session) error {
 	if sess.TTL != "" {
 		ttl, err := time.ParseDuration(sess.TTL)
 		if err != nil {
-			return fmt.Errorf("Session TTL '%s' invalid: %v", sess.TTL, err)
+			return fmt.Errorf("Session TTL '%s' invalid: %w", sess.TTL, err)
 		}
 		if ttl != 0 && (ttl < s.cfg.SessionTTLMin || ttl > sessionTTLMax) {
 			return fmt.Errorf("Invalid Session TTL '%d', must be between [%v=%v]", ttl, s.cfg.SessionTTLMin, sessionTTLMax)

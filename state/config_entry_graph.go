@@ -231,10 +231,8 @@ func validateProposedConfigEntryInServiceGraph(tx *memdb.Txn, kn structs.ConfigE
 		}
 		for _, e := range entries {
 			var related []string
-			switch v := e.(type) {
-			case structs.DiscoveryChainConfigEntry:
-				related = v.ListRelatedServices()
-			case *structs.IngressGatewayConfigEntry:
+			// Ingress gateways are among these.
+			if v, ok := e.(structs.DiscoveryChainConfigEntry); ok {
 				related = v.ListRelatedServices()
 			}
 			if !containsFold(related, kn.Name) {

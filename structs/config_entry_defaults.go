@@ -178,12 +178,12 @@ func (e *ServiceConfigEntry) Validate() error {
 				continue
 			}
 			if err := o.validate(true); err != nil {
-				errs = append(errs, fmt.Errorf("error in upstream override for %s: %v", o.Name, err))
+				errs = append(errs, fmt.Errorf("error in upstream override for %s: %w", o.Name, err))
 			}
 		}
 		if d := e.UpstreamConfig.Defaults; d != nil {
 			if err := d.validate(false); err != nil {
-				errs = append(errs, fmt.Errorf("error in upstream defaults: %v", err))
+				errs = append(errs, fmt.Errorf("error in upstream defaults: %w", err))
 			}
 		}
 	}
@@ -484,7 +484,7 @@ func (e *MeshConfigEntry) Validate() error {
 				continue
 			}
 			if err := validateTLSVersions(t.TLSMinVersion, t.TLSMaxVersion); err != nil {
-				return fmt.Errorf("error in %s TLS configuration: %v", dir, err)
+				return fmt.Errorf("error in %s TLS configuration: %w", dir, err)
 			}
 		}
 	}

@@ -519,11 +519,11 @@ func (e *ServiceResolverConfigEntry) Validate() error {
 			return errors.New("Subset defined with empty name")
 		}
 		if err := validateServiceSubset(name); err != nil {
-			return fmt.Errorf("Subset %q is invalid: %v", name, err)
+			return fmt.Errorf("Subset %q is invalid: %w", name, err)
 		}
 		if f := e.Subsets[name].Filter; f != "" {
 			if _, err := ParseFilter(f); err != nil {
-				return fmt.Errorf("Filter for subset %q is not a valid expression: %v", name, err)
+				return fmt.Errorf("Filter for subset %q is not a valid expression: %w", name, err)
 			}
 		}
 	}
@@ -533,7 +533,7 @@ func (e *ServiceResolverConfigEntry) Validate() error {
 	}
 	if r := e.Redirect; r != nil {
 		if err := r.validateCE(); err != nil {
-			return fmt.Errorf("Redirect: %s", err)
+			return fmt.Errorf("Redirect: %w", err)
 		}
 		if len(e.Failover) > 0 {
 			return errors.New("Redirect and Failover cannot both be set")

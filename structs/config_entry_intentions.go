@@ -229,7 +229,7 @@ func (e *ServiceIntentionsConfigEntry) validate(legacyWrite bool) error {
 			return fmt.Errorf("Sources[%d].Name is required", i)
 		}
 		if err := validateIntentionWildcard(src.Name); err != nil {
-			return fmt.Errorf("Sources[%d].%v", i, err)
+			return fmt.Errorf("Sources[%d].%w", i, err)
 		}
 		if src.Namespace != "" && src.Namespace != IntentionDefaultNamespace {
 			return fmt.Errorf("Sources[%d].Namespace: Setting Namespace requires Consul Enterprise", i)

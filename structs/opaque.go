@@ -51,11 +51,11 @@ func OpaqueInt(m map[string]any, key string) (int64, bool) {
 	case int64:
 		return n, true
 	case uint:
-		return int64(n), true
+		return int64(n), true //nolint:gosec // config numbers (ports, counts, durations) are far below MaxInt64
 	case uint32:
 		return int64(n), true
 	case uint64:
-		return int64(n), true
+		return int64(n), true //nolint:gosec // config numbers (ports, counts, durations) are far below MaxInt64
 	case float32:
 		return int64(n), true
 	case float64:

@@ -296,7 +296,7 @@ func benchDeltaStreams(b *testing.B, transport string, fresh bool) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				defer c.Close()
+				defer func() { _ = c.Close() }()
 				simEnvoy(ctx, fmt.Sprintf("proxy-%d", i), s.Send, s.Recv, ready, edsCh[i])
 			}()
 		}

@@ -204,7 +204,7 @@ func startServerKind(t testing.TB, src Source[Resources], logger *slog.Logger, r
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		conn.Close()
+		_ = conn.Close()
 		srv.Stop()
 		g.Stop()
 		if err := <-served; err != nil {

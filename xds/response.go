@@ -103,11 +103,11 @@ func (r *response) appendTo(b []byte) []byte {
 	b = appendString(b, fieldVersion, r.version)
 	for _, e := range r.resources {
 		b = protowire.AppendTag(b, fieldResources, protowire.BytesType)
-		b = protowire.AppendVarint(b, uint64(r.resourceSize(e)))
+		b = protowire.AppendVarint(b, uint64(r.resourceSize(e))) //nolint:gosec // a size, never negative
 		if r.delta {
 			b = appendString(b, fieldResourceVersion, e.version)
 			b = protowire.AppendTag(b, fieldResourceAny, protowire.BytesType)
-			b = protowire.AppendVarint(b, uint64(sizeAny(e.any)))
+			b = protowire.AppendVarint(b, uint64(sizeAny(e.any))) //nolint:gosec // a size, never negative
 		}
 		b = appendString(b, fieldAnyTypeURL, e.any.GetTypeUrl())
 		if v := e.any.GetValue(); len(v) > 0 {

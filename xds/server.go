@@ -76,7 +76,7 @@ func New[U any](cfg Config[U]) (*Server[U], error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.Background()) //nolint:gosec // cancel is kept in the Server and called by Close
 	return &Server[U]{
 		source:   cfg.Source,
 		nodeName: cfg.NodeName,

@@ -222,7 +222,7 @@ func TestStopDoesNotWaitForAStalledClient(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer stalled.Close()
+			defer func() { _ = stalled.Close() }()
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			stream, err := discoveryv3.NewAggregatedDiscoveryServiceClient(stalled).DeltaAggregatedResources(ctx)

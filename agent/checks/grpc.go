@@ -88,7 +88,7 @@ func (c *GRPCCheck) probeOnce(ctx context.Context) (string, string) {
 	if err != nil {
 		return structs.HealthCritical, err.Error()
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: c.service})
 	if err != nil {
 		return structs.HealthCritical, err.Error()

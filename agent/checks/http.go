@@ -117,7 +117,7 @@ func (c *HTTPCheck) probeOnce(ctx context.Context) (string, string) {
 	if err != nil {
 		return structs.HealthCritical, err.Error()
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 
 	out := newTailBuffer(c.maxOut)
 	if _, err := io.Copy(out, resp.Body); err != nil {

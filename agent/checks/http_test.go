@@ -20,14 +20,14 @@ const testInterval = 20 * time.Millisecond
 // httpTestHandler serves the paths the HTTP check tests probe.
 func httpTestHandler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("/ok", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })
+	mux.HandleFunc("/ok", func(w http.ResponseWriter, r *http.Request) { _, _ = fmt.Fprint(w, "ok") })
 	mux.HandleFunc("/busy", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusTooManyRequests)
-		fmt.Fprint(w, "slow down")
+		_, _ = fmt.Fprint(w, "slow down")
 	})
 	mux.HandleFunc("/down", func(w http.ResponseWriter, r *http.Request) {
 		w.WriteHeader(http.StatusServiceUnavailable)
-		fmt.Fprint(w, "down")
+		_, _ = fmt.Fprint(w, "down")
 	})
 	mux.HandleFunc("/moved", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/ok", http.StatusFound) })
 	mux.HandleFunc("/loop", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, "/loop", http.StatusFound) })
@@ -37,14 +37,14 @@ func httpTestHandler() http.Handler {
 		case <-time.After(2 * time.Second):
 		}
 	})
-	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "0123456789abcdef") })
+	mux.HandleFunc("/big", func(w http.ResponseWriter, r *http.Request) { _, _ = fmt.Fprint(w, "0123456789abcdef") })
 	// /echo answers 200 only when the request is what the check promised:
 	// the method, headers, body, Host and Consul's default headers.
 	mux.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		got := fmt.Sprintf("%s host=%s ua=%s accept=%s x=%s body=%s",
 			r.Method, r.Host, r.UserAgent(), r.Header.Get("Accept"), r.Header.Get("X-Test"), body)
-		fmt.Fprint(w, got)
+		_, _ = fmt.Fprint(w, got)
 	})
 	return mux
 }
@@ -133,7 +133,7 @@ func TestHTTPCheckTLS(t *testing.T) {
 	roots.AddCert(srv.Certificate())
 	// Like the agent's hook: its CA roots plus the definition's settings.
 	withRoots := func(skip bool, name string) *tls.Config {
-		return &tls.Config{RootCAs: roots, InsecureSkipVerify: skip, ServerName: name}
+		return &tls.Config{RootCAs: roots, InsecureSkipVerify: skip, ServerName: name} //nolint:gosec // tests the definition's TLSSkipVerify
 	}
 
 	tests := []struct {

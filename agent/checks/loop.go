@@ -88,7 +88,7 @@ func randomStagger(d time.Duration) time.Duration {
 	if d <= 0 {
 		return 0
 	}
-	return rand.N(d)
+	return rand.N(d) //nolint:gosec // jitter to spread timers, not a secret
 }
 
 // sleepCtx waits for d or until ctx is done, reporting whether the full

@@ -235,7 +235,7 @@ func (s *seqServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if failing {
 		w.WriteHeader(http.StatusInternalServerError)
 	}
-	fmt.Fprintf(w, "seq=%d", n)
+	_, _ = fmt.Fprintf(w, "seq=%d", n)
 }
 
 func seqOf(t *testing.T, output string) int64 {

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -68,7 +69,7 @@ func newFlagSet(fv *flagValues, output io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.SetOutput(output)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "Usage: trellis agent [options]\n\n"+
+		_, _ = fmt.Fprintf(fs.Output(), "Usage: trellis agent [options]\n\n"+
 			"  Starts a Trellis agent. Flags and config keys follow Consul's.\n\n")
 		fs.PrintDefaults()
 	}
@@ -124,7 +125,7 @@ func parseFlags(args []string, output io.Writer) (*flagValues, error) {
 	fv := &flagValues{}
 	fs := newFlagSet(fv, output)
 	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
+		if errors.Is(err, flag.ErrHelp) {
 			return nil, ErrHelp
 		}
 		return nil, fmt.Errorf("%w: %w", ErrInvalidFlag, err)

@@ -62,7 +62,7 @@ func resolveNodeID(configured, dataDir string) (string, error) {
 		return GenerateUUID()
 	}
 	path := filepath.Join(dataDir, NodeIDFile)
-	raw, err := os.ReadFile(path)
+	raw, err := os.ReadFile(path) //nolint:gosec // the node-id file in the operator's data dir
 	switch {
 	case err == nil:
 		id := strings.ToLower(strings.TrimSpace(string(raw)))
@@ -93,13 +93,13 @@ func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name()) // no-op after a successful rename
+	defer func() { _ = os.Remove(tmp.Name()) }() // no-op after a successful rename
 	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
+		_ = tmp.Close()
 		return err
 	}
 	if err := tmp.Sync(); err != nil {
-		tmp.Close()
+		_ = tmp.Close()
 		return err
 	}
 	if err := tmp.Close(); err != nil {

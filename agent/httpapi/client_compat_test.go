@@ -422,7 +422,7 @@ func TestReadHeadersOnTheWire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	_ = conn.SetDeadline(time.Now().Add(10 * time.Second))
 	if _, err := fmt.Fprintf(conn, "GET /v1/kv/missing HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"); err != nil {
 		t.Fatal(err)

@@ -323,7 +323,7 @@ func TestFilterWireAnswers(t *testing.T) {
 			t.Fatal(err)
 		}
 		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
+		_ = resp.Body.Close()
 		if resp.StatusCode != tc.wantCode || (tc.wantBody != "" && string(body) != tc.wantBody) {
 			t.Errorf("%s: %d %s, want %d %s", tc.path, resp.StatusCode, body, tc.wantCode, tc.wantBody)
 		}

@@ -208,7 +208,7 @@ func (m *Manager) Get(ctx context.Context, service string, minIndex uint64, wait
 	}
 	wait = min(wait, maxQueryWait)
 	start := m.cfg.Now()
-	blockUntil := start.Add(wait + rand.N(wait/16+1))
+	blockUntil := start.Add(wait + rand.N(wait/16+1)) //nolint:gosec // jitter to spread timers, not a secret
 	firstUntil := start.Add(max(m.cfg.FirstFetchTimeout, time.Millisecond))
 	for {
 		e, err := m.entry(service)
@@ -401,7 +401,7 @@ func (m *Manager) renewAt(e *entry, now time.Time) time.Time {
 	cert := e.cert
 	m.mu.Unlock()
 	life := cert.ValidBefore.Sub(cert.ValidAfter)
-	at := cert.ValidAfter.Add(time.Duration(float64(life) * (0.6 + 0.3*rand.Float64())))
+	at := cert.ValidAfter.Add(time.Duration(float64(life) * (0.6 + 0.3*rand.Float64()))) //nolint:gosec // jitter to spread timers, not a secret
 	return maxTime(at, now.Add(minRenewDelay))
 }
 
@@ -467,7 +467,7 @@ func jitter(d time.Duration) time.Duration {
 	if d <= 0 {
 		return 0
 	}
-	return rand.N(d)
+	return rand.N(d) //nolint:gosec // jitter to spread timers, not a secret
 }
 
 func maxTime(a, b time.Time) time.Time {

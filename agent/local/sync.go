@@ -194,7 +194,7 @@ func stagger(d time.Duration) time.Duration {
 	if d <= 0 {
 		return 0
 	}
-	return time.Duration(rand.Int64N(int64(d)))
+	return time.Duration(rand.Int64N(int64(d))) //nolint:gosec // jitter to spread timers, not a secret
 }
 
 // fullSyncDelay is the wait before the next full sync: the scaled

@@ -139,7 +139,7 @@ func validateMeta(kind structs.ServiceKind, meta map[string]string) error {
 	}
 	for k, v := range meta {
 		if err := validateMetaPair(kind, k, v); err != nil {
-			return fmt.Errorf("Couldn't load metadata pair ('%s', '%s'): %s", k, v, err)
+			return fmt.Errorf("Couldn't load metadata pair ('%s', '%s'): %w", k, v, err)
 		}
 	}
 	return nil

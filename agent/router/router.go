@@ -124,7 +124,7 @@ func (r *Router) pick() string {
 		addrs = append(addrs, a)
 	}
 	sort.Strings(addrs)
-	r.current = addrs[rand.IntN(len(addrs))]
+	r.current = addrs[rand.IntN(len(addrs))] //nolint:gosec // spreading agents over servers needs no unpredictability
 	return r.current
 }
 
@@ -147,7 +147,7 @@ func (r *Router) failed(addr string) {
 		return
 	}
 	sort.Strings(others)
-	r.current = others[rand.IntN(len(others))]
+	r.current = others[rand.IntN(len(others))] //nolint:gosec // spreading agents over servers needs no unpredictability
 }
 
 // RPC sends the call to a server, failing over and retrying within the
@@ -171,7 +171,7 @@ func (r *Router) RPC(ctx context.Context, method string, args, reply any) error 
 			}
 			if write && !r.cfg.RetryWrite(err) {
 				if r.cfg.OutcomeUnknown(err) && !structs.MaybeApplied(err) {
-					return fmt.Errorf("%w: %v", structs.ErrOutcomeUnknown, err)
+					return fmt.Errorf("%w: %v", structs.ErrOutcomeUnknown, err) //nolint:errorlint // the cause stays text: an unknown outcome must not also match "no leader"
 				}
 				return err
 			}

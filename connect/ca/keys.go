@@ -22,7 +22,7 @@ var ErrInvalidKey = errors.New("invalid key")
 // "RSA PRIVATE KEY", as Consul writes them).
 func GenerateKey(keyType string, bits int) (crypto.Signer, string, error) {
 	if err := validateKeyType(keyType, bits); err != nil {
-		return nil, "", fmt.Errorf("%w: %v", ErrInvalidKey, err)
+		return nil, "", fmt.Errorf("%w: %v", ErrInvalidKey, err) //nolint:errorlint // wraps the sentinel alone; the cause is only text, kept out of the chain callers match
 	}
 	var (
 		signer crypto.Signer
@@ -60,19 +60,19 @@ func ParseSigner(keyPEM string) (crypto.Signer, error) {
 	case "EC PRIVATE KEY":
 		k, err := x509.ParseECPrivateKey(block.Bytes)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalidKey, err)
+			return nil, fmt.Errorf("%w: %v", ErrInvalidKey, err) //nolint:errorlint // wraps the sentinel alone; the cause is only text, kept out of the chain callers match
 		}
 		return k, nil
 	case "RSA PRIVATE KEY":
 		k, err := x509.ParsePKCS1PrivateKey(block.Bytes)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalidKey, err)
+			return nil, fmt.Errorf("%w: %v", ErrInvalidKey, err) //nolint:errorlint // wraps the sentinel alone; the cause is only text, kept out of the chain callers match
 		}
 		return k, nil
 	case "PRIVATE KEY":
 		k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %v", ErrInvalidKey, err)
+			return nil, fmt.Errorf("%w: %v", ErrInvalidKey, err) //nolint:errorlint // wraps the sentinel alone; the cause is only text, kept out of the chain callers match
 		}
 		if s, ok := k.(crypto.Signer); ok {
 			if _, _, err := KeyInfo(s.Public()); err == nil {
@@ -95,7 +95,7 @@ func KeyID(pub crypto.PublicKey) ([]byte, error) {
 	}
 	der, err := x509.MarshalPKIXPublicKey(pub)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidKey, err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalidKey, err) //nolint:errorlint // wraps the sentinel alone; the cause is only text, kept out of the chain callers match
 	}
 	sum := sha256.Sum256(der)
 	return sum[:], nil
@@ -129,7 +129,7 @@ func ParseCert(certPEM string) (*x509.Certificate, error) {
 	}
 	c, err := x509.ParseCertificate(block.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidKey, err)
+		return nil, fmt.Errorf("%w: %v", ErrInvalidKey, err) //nolint:errorlint // wraps the sentinel alone; the cause is only text, kept out of the chain callers match
 	}
 	return c, nil
 }

@@ -200,7 +200,7 @@ func (c *compiler) customizationHash() string {
 		timeout = c.req.OverrideConnectTimeout
 	}
 	h := fnv.New64a()
-	fmt.Fprintf(h, "mgw=%s\x00proto=%s\x00timeout=%d", mgw, proto, timeout)
+	_, _ = fmt.Fprintf(h, "mgw=%s\x00proto=%s\x00timeout=%d", mgw, proto, timeout)
 	return fmt.Sprintf("%016x", h.Sum64())[:8]
 }
 

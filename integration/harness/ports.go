@@ -104,11 +104,11 @@ func portFree(p int) bool {
 	if err != nil {
 		return false
 	}
-	defer ln.Close()
+	defer func() { _ = ln.Close() }()
 	pc, err := net.ListenPacket("udp", addr)
 	if err != nil {
 		return false
 	}
-	defer pc.Close()
+	defer func() { _ = pc.Close() }()
 	return true
 }

@@ -112,14 +112,14 @@ func TestPortAllocatorSkipsBusyPorts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			return func() { ln.Close() }
+			return func() { _ = ln.Close() }
 		}},
 		{"udp busy", func(t *testing.T, addr string) func() {
 			pc, err := net.ListenPacket("udp", addr)
 			if err != nil {
 				t.Fatal(err)
 			}
-			return func() { pc.Close() }
+			return func() { _ = pc.Close() }
 		}},
 	}
 	for _, tt := range tests {

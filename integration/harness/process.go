@@ -128,8 +128,8 @@ func (p *Process) Start() error {
 	}
 	// The child inherits the file descriptor itself, so no goroutine copies
 	// output and our copy can be closed as soon as the child has it.
-	defer f.Close()
-	fmt.Fprintf(f, "==== harness: start #%d of %s at %s: %s %s ====\n",
+	defer func() { _ = f.Close() }()
+	_, _ = fmt.Fprintf(f, "==== harness: start #%d of %s at %s: %s %s ====\n",
 		p.starts+1, p.cfg.Name, time.Now().Format(time.RFC3339Nano), p.cfg.Path, strings.Join(p.cfg.Args, " "))
 
 	cmd := exec.Command(p.cfg.Path, p.cfg.Args...)
@@ -389,7 +389,7 @@ func (p *Process) appendLog(line string) {
 	if err != nil {
 		return
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	_, _ = f.WriteString(line)
 }
 

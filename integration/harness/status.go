@@ -34,7 +34,7 @@ func GetJSON(ctx context.Context, httpAddr, path string, out any) error {
 	if err != nil {
 		return fmt.Errorf("harness: GET %s%s: %w", httpAddr, path, err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return fmt.Errorf("harness: GET %s%s: read body: %w", httpAddr, path, err)

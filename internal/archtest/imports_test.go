@@ -19,7 +19,7 @@ func TestPackageMap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	rules, err := parseMap(f)
 	if err != nil {
 		t.Fatalf("imports.txt: %v", err)

@@ -54,25 +54,25 @@ func TestSweepDropsUnused(t *testing.T) {
 	always := func(int) bool { return true }
 	one := func() (int, error) { return 1, nil }
 	for i := range minSweep - 1 {
-		c.Get(fmt.Sprint("old", i), always, one)
+		_, _ = c.Get(fmt.Sprint("old", i), always, one)
 	}
-	c.Get("hot", always, one) // reaches minSweep: the first sweep, everything was used
+	_, _ = c.Get("hot", always, one) // reaches minSweep: the first sweep, everything was used
 	if c.Len() != minSweep {
 		t.Fatalf("len %d after the first sweep, want %d", c.Len(), minSweep)
 	}
 	// Until the next sweep only "hot" is asked for again.
 	for i := 0; c.Len() < 2*minSweep-1; i++ {
-		c.Get("hot", always, one)
-		c.Get(fmt.Sprint("new", i), always, one)
+		_, _ = c.Get("hot", always, one)
+		_, _ = c.Get(fmt.Sprint("new", i), always, one)
 	}
-	c.Get("last", always, one) // reaches 2*minSweep: the second sweep
+	_, _ = c.Get("last", always, one) // reaches 2*minSweep: the second sweep
 	built := false
-	c.Get("hot", always, func() (int, error) { built = true; return 1, nil })
+	_, _ = c.Get("hot", always, func() (int, error) { built = true; return 1, nil })
 	if built {
 		t.Error("an entry asked for between sweeps was dropped")
 	}
 	built = false
-	c.Get("old0", always, func() (int, error) { built = true; return 1, nil })
+	_, _ = c.Get("old0", always, func() (int, error) { built = true; return 1, nil })
 	if !built {
 		t.Error("an entry not asked for between sweeps was kept")
 	}

@@ -154,7 +154,7 @@ func applyUpstreamConfig(c *clusterv3.Cluster, cfg *structs.UpstreamConfig) {
 			if v == nil || *v < 0 {
 				return nil
 			}
-			return wrapperspb.UInt32(uint32(*v))
+			return wrapperspb.UInt32(uint32(*v)) //nolint:gosec // non-negative; a limit above MaxUint32 is meaningless to Envoy
 		}
 		th.MaxConnections = limit(l.MaxConnections)
 		th.MaxPendingRequests = limit(l.MaxPendingRequests)

@@ -274,7 +274,7 @@ func (c *EndpointCache) get(name string, nodes structs.CheckServiceNodes, onlyPa
 		return loadAssignment(name, nodes, onlyPassing, kind)
 	}
 	// Every empty set of a name is the same set, whatever slice says so.
-	data := unsafe.SliceData(nodes)
+	data := unsafe.SliceData(nodes) //nolint:gosec // the backing array's identity, never dereferenced
 	a, _ := c.c.Get(assignmentKey{name: name, onlyPassing: onlyPassing, kind: kind},
 		func(a *assignment) bool { return a.n == len(nodes) && (a.n == 0 || a.nodes == data) },
 		func() (*assignment, error) {

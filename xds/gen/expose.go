@@ -146,7 +146,7 @@ func (b *builder) exposedPaths(cp *proxycfg.ConnectProxySnapshot, cfg map[string
 		if !exposable(p) {
 			continue
 		}
-		key := listenerAddr{addr: addr, port: uint32(p.ListenerPort)}
+		key := listenerAddr{addr: addr, port: uint32(p.ListenerPort)} //nolint:gosec // exposable checked 1-65535
 		if taken[key] {
 			continue
 		}

@@ -35,7 +35,7 @@ func adsSource() *corev3.ConfigSource {
 func socketAddress(addr string, port int) *corev3.Address {
 	return &corev3.Address{Address: &corev3.Address_SocketAddress{SocketAddress: &corev3.SocketAddress{
 		Address:       addr,
-		PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(port)},
+		PortSpecifier: &corev3.SocketAddress_PortValue{PortValue: uint32(port)}, //nolint:gosec // a port, 0-65535
 	}}}
 }
 

@@ -371,7 +371,7 @@ func (b *builder) endpointsKey(u *proxycfg.UpstreamSnapshot) endpointsKey {
 func (b *builder) publicKey(cp *proxycfg.ConnectProxySnapshot) publicKey {
 	return publicKey{
 		svc: b.snap.Service, leaf: cp.Leaf,
-		intentions: unsafe.SliceData(cp.Intentions), nIntentions: len(cp.Intentions),
+		intentions: unsafe.SliceData(cp.Intentions), nIntentions: len(cp.Intentions), //nolint:gosec // the backing array's identity, part of a comparable key, never dereferenced
 		svcConfig: cp.ServiceConfig, roots: b.snap.Roots, mesh: b.snap.MeshConfig,
 		defaultAllow: b.snap.IntentionDefaultAllow,
 	}

@@ -80,7 +80,7 @@ func (b *builder) transparentListener(cp *proxycfg.ConnectProxySnapshot, chains 
 			match := &listenerv3.FilterChainMatch{}
 			chainName := string(oc.u.ID)
 			if p > 0 {
-				match.DestinationPort = wrapUint32(uint32(p))
+				match.DestinationPort = wrapUint32(uint32(p)) //nolint:gosec // a service port, 1-65535
 				chainName += ":" + strconv.Itoa(p)
 			}
 			for _, ip := range byPort[p] {

@@ -2,6 +2,7 @@ package catalog
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -236,7 +237,7 @@ func TestCatalogCloseDeregisters(t *testing.T) {
 		t.Fatalf("%d proxies after Close", n)
 	}
 	cancel() // still safe
-	if _, err := f.src.Watch(context.Background(), proxycfg.ProxyID{ServiceID: "web-sidecar-proxy", Node: "client1"}); err != ErrClosed {
+	if _, err := f.src.Watch(context.Background(), proxycfg.ProxyID{ServiceID: "web-sidecar-proxy", Node: "client1"}); !errors.Is(err, ErrClosed) {
 		t.Fatalf("Watch after Close = %v", err)
 	}
 }

@@ -181,7 +181,7 @@ func (c agentCommand) stop(a Agent, logger *slog.Logger, sigs <-chan os.Signal, 
 	go func() {
 		code := 0
 		if pendingStart != nil {
-			<-pendingStart
+			<-pendingStart //nolint:errcheck // the agent is stopping: how Start ended no longer matters
 		}
 		if leave {
 			logger.Info("gracefully leaving the cluster")

@@ -324,7 +324,9 @@ func TestAgentConfigHandling(t *testing.T) {
 	t.Run("config passed through and warnings logged once", func(t *testing.T) {
 		dir := t.TempDir()
 		cfgFile := filepath.Join(dir, "c.json")
-		os.WriteFile(cfgFile, []byte(`{"ports": {"http": 18500, "dns": 18600}, "telemetry": {"disable_hostname": true}}`), 0o600)
+		if err := os.WriteFile(cfgFile, []byte(`{"ports": {"http": 18500, "dns": 18600}, "telemetry": {"disable_hostname": true}}`), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		runner := &fakeRunner{}
 		r := startAgentCmd(t, agentCommand{leaveTimeout: time.Second, shutdownDeadline: time.Second},
 			devArgs(t, "-config-file", cfgFile, "-log-level", "info"), runner)

@@ -123,7 +123,7 @@ func runCatalogServices(args []string, env *Env) int {
 		sort.Strings(t)
 		fmt.Fprintf(tw, "%s\t%s\n", n, strings.Join(t, ","))
 	}
-	tw.Flush()
+	_ = tw.Flush()
 	fmt.Fprintln(env.Stdout, strings.TrimSpace(b.String()))
 	return 0
 }

@@ -116,10 +116,10 @@ func TestUnixSocketClient(t *testing.T) {
 		t.Skipf("unix sockets unavailable: %v", err)
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Write([]byte(`[{"Key":"k","Value":"dg=="}]`))
+		_, _ = w.Write([]byte(`[{"Key":"k","Value":"dg=="}]`))
 	})}
-	go srv.Serve(ln)
-	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 	code, out, errOut := runCLI([]string{"kv", "get", "k"}, map[string]string{"CONSUL_HTTP_ADDR": "unix://" + sock}, "")
 	if code != 0 || out != "v\n" {
 		t.Fatalf("exit %d stdout %q stderr %q", code, out, errOut)
@@ -132,7 +132,7 @@ func TestConnectionRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 	addr := ln.Addr().String()
-	ln.Close()
+	_ = ln.Close()
 	code, _, errOut := runCLI([]string{"members"}, map[string]string{"CONSUL_HTTP_ADDR": addr}, "")
 	if code != 1 || !strings.Contains(errOut, "Error retrieving members:") || !strings.Contains(errOut, "connection refused") {
 		t.Fatalf("exit %d stderr %q", code, errOut)

@@ -436,7 +436,7 @@ func resolveHostPort(ctx context.Context, what, hostport string) (string, error)
 	}
 	ips, err := net.DefaultResolver.LookupIPAddr(ctx, host)
 	if err != nil || len(ips) == 0 {
-		return "", fmt.Errorf("Failed to resolve %s %q: %v", what, host, err)
+		return "", fmt.Errorf("Failed to resolve %s %q: %w", what, host, err)
 	}
 	best := ips[0].IP
 	for _, ip := range ips {

@@ -60,6 +60,3 @@ func hasHotRestartOption(args []string) bool {
 	}
 	return false
 }
-
-// errExecUnsupported is returned where the process cannot become Envoy.
-var errExecUnsupported = errors.New("running Envoy directly is only supported on unix systems; use -bootstrap and start Envoy with that file")

@@ -21,11 +21,11 @@ func execEnvoy(binary string, bootstrapJSON []byte, extra []string) error {
 	if err != nil {
 		return fmt.Errorf("writing the bootstrap to a temp file: %w", err)
 	}
-	err = syscall.Exec(binary, envoyArgs(binary, path, extra), os.Environ())
+	err = syscall.Exec(binary, envoyArgs(binary, path, extra), os.Environ()) //nolint:gosec // running the Envoy binary the user named is this command's job
 	// Only reached on failure; f must stay open (and not be collected)
 	// until then.
 	runtime.KeepAlive(f)
-	f.Close()
+	_ = f.Close()
 	return err
 }
 
@@ -37,8 +37,8 @@ func ephemeralConfigFile(b []byte) (*os.File, string, error) {
 		return nil, "", err
 	}
 	fail := func(err error) (*os.File, string, error) {
-		f.Close()
-		os.Remove(f.Name())
+		_ = f.Close()
+		_ = os.Remove(f.Name())
 		return nil, "", err
 	}
 	if _, err := f.Write(b); err != nil {
@@ -50,7 +50,7 @@ func ephemeralConfigFile(b []byte) (*os.File, string, error) {
 	}
 	if _, err := os.Stat("/dev/fd"); err != nil {
 		// No /dev/fd: Envoy reads the file by name, which then stays.
-		return f, f.Name(), nil
+		return f, f.Name(), nil //nolint:nilerr // no /dev/fd is not a failure: Envoy opens the file by name
 	}
 	if err := os.Remove(f.Name()); err != nil {
 		return fail(err)

@@ -62,7 +62,7 @@ func (f *fakeAgent) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("X-Consul-Index", "1")
 	w.WriteHeader(rep.status)
-	io.WriteString(w, rep.body)
+	_, _ = io.WriteString(w, rep.body)
 }
 
 func (f *fakeAgent) requests() []sentRequest {

@@ -147,7 +147,7 @@ func (c *apiClient) do(ctx context.Context, r request) ([]byte, http.Header, err
 	if err != nil {
 		return nil, nil, err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	body, err := io.ReadAll(resp.Body)
 	if err != nil {
 		return nil, nil, fmt.Errorf("reading response: %w", err)

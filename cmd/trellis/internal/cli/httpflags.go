@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -103,7 +104,7 @@ func newFlagSet(name, help string, stderr io.Writer) *flag.FlagSet {
 // code its exit code (0 after -h, 1 after a bad flag, as Consul).
 func parseFlags(fs *flag.FlagSet, args []string) (code int, ok bool) {
 	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
+		if errors.Is(err, flag.ErrHelp) {
 			return 0, false
 		}
 		return 1, false

@@ -147,7 +147,7 @@ func prettyKVPair(p kvPair, b64 bool) string {
 	}
 	fmt.Fprintf(tw, "Session\t%s\n", session)
 	fmt.Fprintf(tw, "Value\t%s", kvValue(p.Value, b64))
-	tw.Flush()
+	_ = tw.Flush()
 	return b.String()
 }
 
@@ -279,13 +279,13 @@ func kvDataFromArgs(args []string, stdin io.Reader) (key, data string, err error
 	case data[0] == '@':
 		b, err := os.ReadFile(data[1:])
 		if err != nil {
-			return "", "", fmt.Errorf("Failed to read file: %s", err)
+			return "", "", fmt.Errorf("Failed to read file: %w", err)
 		}
 		return key, string(b), nil
 	case data == "-":
 		b, err := io.ReadAll(stdin)
 		if err != nil {
-			return "", "", fmt.Errorf("Failed to read stdin: %s", err)
+			return "", "", fmt.Errorf("Failed to read stdin: %w", err)
 		}
 		return key, string(b), nil
 	}

@@ -34,7 +34,7 @@ func (b *Backoff) Next() time.Duration {
 	} else {
 		b.cur = min(2*b.cur, hi)
 	}
-	return b.cur/2 + rand.N(b.cur/2+1)
+	return b.cur/2 + rand.N(b.cur/2+1) //nolint:gosec // jitter to spread timers, not a secret
 }
 
 // Reset starts over from Min after a success.
