@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/http"
 	"sync"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/trellis-mesh/trellis/agent/httpapi"
 	"github.com/trellis-mesh/trellis/agent/local"
 	"github.com/trellis-mesh/trellis/structs"
+	"github.com/trellis-mesh/trellis/version"
 )
 
 // reapInterval is how often the agent looks for services whose checks have
@@ -38,6 +40,21 @@ type localServices struct {
 	wg     sync.WaitGroup
 }
 
+// nodeMeta is the node's metadata in the catalog: the configured pairs and
+// the two Consul's agents add (the "consul-" prefix is reserved for them, so
+// no configuration can set them): the network segment, always "" without
+// Enterprise segments, and the agent's version, which tools such as the
+// consul/api tests and upgrade checks read.
+func nodeMeta(configured map[string]string) map[string]string {
+	m := maps.Clone(configured)
+	if m == nil {
+		m = make(map[string]string, 2)
+	}
+	m["consul-network-segment"] = ""
+	m["consul-version"] = version.ConsulVersion
+	return m
+}
+
 func (a *Agent) startLocal() error {
 	rc := a.rc
 	dataDir := rc.DataDir
@@ -50,7 +67,7 @@ func (a *Agent) startLocal() error {
 		NodeID:              rc.NodeID,
 		Datacenter:          rc.Datacenter,
 		AdvertiseAddr:       rc.Addresses.Advertise,
-		NodeMeta:            rc.NodeMeta,
+		NodeMeta:            nodeMeta(rc.NodeMeta),
 		DataDir:             dataDir,
 		SidecarMinPort:      rc.Ports.SidecarMin,
 		SidecarMaxPort:      rc.Ports.SidecarMax,

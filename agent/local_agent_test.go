@@ -3,10 +3,13 @@ package agent
 import (
 	"encoding/json"
 	"io"
+	"maps"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trellis-mesh/trellis/version"
 )
 
 func put(t *testing.T, url, body string) (int, string) {
@@ -174,5 +177,24 @@ func TestDeregisterCriticalServiceAfter(t *testing.T) {
 			t.Fatalf("critical service not reaped: %s", body)
 		}
 		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// TestNodeMetaCarriesConsulKeys: the node's catalog metadata holds the
+// configured pairs and the two Consul's agents add, without changing the
+// configuration's map.
+func TestNodeMetaCarriesConsulKeys(t *testing.T) {
+	for _, configured := range []map[string]string{nil, {"rack": "r1"}} {
+		before := maps.Clone(configured)
+		got := nodeMeta(configured)
+		if got["consul-version"] != version.ConsulVersion || got["consul-network-segment"] != "" || len(got) != len(configured)+2 {
+			t.Errorf("nodeMeta(%v) = %v", configured, got)
+		}
+		if configured != nil && got["rack"] != "r1" {
+			t.Errorf("nodeMeta(%v) lost the configured pairs: %v", configured, got)
+		}
+		if !maps.Equal(configured, before) {
+			t.Errorf("nodeMeta changed its argument: %v", configured)
+		}
 	}
 }
