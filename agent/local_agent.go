@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/trellis-mesh/trellis/agent/checks"
+	"github.com/trellis-mesh/trellis/agent/config"
 	"github.com/trellis-mesh/trellis/agent/httpapi"
 	"github.com/trellis-mesh/trellis/agent/local"
 	"github.com/trellis-mesh/trellis/structs"
@@ -55,6 +56,14 @@ func nodeMeta(configured map[string]string) map[string]string {
 	return m
 }
 
+// nodeLocality is the configured locality in the catalog's terms.
+func nodeLocality(l *config.Locality) *structs.Locality {
+	if l == nil {
+		return nil
+	}
+	return &structs.Locality{Region: l.Region, Zone: l.Zone}
+}
+
 func (a *Agent) startLocal() error {
 	rc := a.rc
 	dataDir := rc.DataDir
@@ -68,6 +77,7 @@ func (a *Agent) startLocal() error {
 		Datacenter:          rc.Datacenter,
 		AdvertiseAddr:       rc.Addresses.Advertise,
 		NodeMeta:            nodeMeta(rc.NodeMeta),
+		Locality:            nodeLocality(rc.Locality),
 		DataDir:             dataDir,
 		SidecarMinPort:      rc.Ports.SidecarMin,
 		SidecarMaxPort:      rc.Ports.SidecarMax,

@@ -198,3 +198,42 @@ func TestNodeMetaCarriesConsulKeys(t *testing.T) {
 		}
 	}
 }
+
+// TestLocality: the node's configured locality and a service's own reach
+// the catalog, and a sidecar without one takes its parent's, as in Consul.
+func TestLocality(t *testing.T) {
+	_, url, stop := devAgent(t, `{"locality": {"region": "us-east-1", "zone": "us-east-1a"}}`)
+	defer stop()
+	if code, body := put(t, url+"/v1/agent/service/register", `{"Name": "web", "Port": 8080,
+		"Locality": {"Region": "us-east-1", "Zone": "us-east-1b"},
+		"Connect": {"SidecarService": {}}}`); code != 200 {
+		t.Fatalf("register: %d %s", code, body)
+	}
+	var node struct {
+		Node struct{ Locality *struct{ Region, Zone string } }
+	}
+	var self struct{ Config struct{ NodeName string } }
+	getJSON(t, url+"/v1/agent/self", &self)
+	getJSON(t, url+"/v1/catalog/node/"+self.Config.NodeName, &node)
+	if l := node.Node.Locality; l == nil || l.Region != "us-east-1" || l.Zone != "us-east-1a" {
+		t.Errorf("node locality = %+v", l)
+	}
+	for _, svc := range []string{"web", "web-sidecar-proxy"} {
+		var instances []struct{ ServiceLocality *struct{ Region, Zone string } }
+		getJSON(t, url+"/v1/catalog/service/"+svc, &instances)
+		if len(instances) != 1 || instances[0].ServiceLocality == nil || instances[0].ServiceLocality.Zone != "us-east-1b" {
+			t.Errorf("%s instances = %+v", svc, instances)
+		}
+	}
+}
+
+func getJSON(t *testing.T, url string, out any) {
+	t.Helper()
+	code, body := get(t, url)
+	if code != http.StatusOK {
+		t.Fatalf("GET %s: %d %s", url, code, body)
+	}
+	if err := json.Unmarshal([]byte(body), out); err != nil {
+		t.Fatalf("GET %s: %v in %s", url, err, body)
+	}
+}

@@ -37,6 +37,7 @@ func (tx *writeTxn) ensureRegistration(req *structs.RegisterRequest) error {
 			Datacenter:      req.Datacenter,
 			TaggedAddresses: req.TaggedAddresses,
 			Meta:            req.NodeMeta,
+			Locality:        req.Locality,
 		}
 		if err := tx.ensureNode(n); err != nil {
 			return fmt.Errorf("failed inserting node: %w", err)
@@ -80,7 +81,8 @@ func registrationChangesNode(req *structs.RegisterRequest, n *structs.Node) bool
 		req.Address != n.Address ||
 		req.Datacenter != n.Datacenter ||
 		!stringMapsEqual(req.TaggedAddresses, n.TaggedAddresses) ||
-		!stringMapsEqual(req.NodeMeta, n.Meta)
+		!stringMapsEqual(req.NodeMeta, n.Meta) ||
+		!req.Locality.Same(n.Locality)
 }
 
 // EnsureNode creates or updates a node.

@@ -103,6 +103,7 @@ type ServiceDefinition struct {
 	SocketPath        string                    `json:",omitempty"`
 	Weights           *Weights                  `json:",omitempty"`
 	EnableTagOverride bool                      `json:",omitempty"`
+	Locality          *Locality                 `json:",omitempty"`
 	Check             *CheckType                `json:",omitempty"`
 	Checks            CheckTypes                `json:",omitempty"`
 	Proxy             *ConnectProxyConfig       `json:",omitempty"`
@@ -125,6 +126,7 @@ func (d *ServiceDefinition) NodeService() *NodeService {
 		SocketPath:        d.SocketPath,
 		Weights:           d.Weights,
 		EnableTagOverride: d.EnableTagOverride,
+		Locality:          d.Locality.Clone(),
 	}
 	if ns.ID == "" {
 		ns.ID = ns.Service

@@ -46,7 +46,33 @@ type Node struct {
 	Datacenter      string
 	TaggedAddresses map[string]string
 	Meta            map[string]string
+	Locality        *Locality `json:",omitempty" bexpr:"-"`
 	RaftIndex       `bexpr:"-"`
+}
+
+// Locality is where a node or a service instance runs, in the cloud
+// provider's terms (Consul 1.17+). Routing may prefer instances in the
+// caller's locality; Trellis stores and serves it.
+type Locality struct {
+	Region string `json:",omitempty"`
+	Zone   string `json:",omitempty"`
+}
+
+// Same reports whether l and o say the same (both nil, or equal).
+func (l *Locality) Same(o *Locality) bool {
+	if l == nil || o == nil {
+		return l == o
+	}
+	return *l == *o
+}
+
+// Clone returns a copy (nil for nil).
+func (l *Locality) Clone() *Locality {
+	if l == nil {
+		return nil
+	}
+	c := *l
+	return &c
 }
 
 // Nodes is a list of catalog nodes.
@@ -78,6 +104,7 @@ type NodeService struct {
 	SocketPath        string   `json:",omitempty"`
 	Weights           *Weights `json:",omitempty"`
 	EnableTagOverride bool
+	Locality          *Locality `json:",omitempty" bexpr:"-"`
 	// Proxy is set for connect-proxy and gateway kinds.
 	Proxy ConnectProxyConfig
 	// Connect holds Connect-native settings of an ordinary service.
@@ -117,6 +144,7 @@ type ServiceNode struct {
 	ServiceEnableTagOverride bool
 	ServiceProxy             ConnectProxyConfig
 	ServiceConnect           ServiceConnect
+	ServiceLocality          *Locality `json:",omitempty" bexpr:"-"`
 	RaftIndex                `bexpr:"-"`
 }
 
@@ -138,6 +166,7 @@ func (s *NodeService) ToServiceNode(n *Node) *ServiceNode {
 		ServiceEnableTagOverride: s.EnableTagOverride,
 		ServiceProxy:             s.Proxy,
 		ServiceConnect:           s.Connect,
+		ServiceLocality:          s.Locality,
 		RaftIndex:                s.RaftIndex,
 	}
 	if s.Weights != nil {
@@ -171,6 +200,7 @@ func (s *ServiceNode) ToNodeService() *NodeService {
 		EnableTagOverride: s.ServiceEnableTagOverride,
 		Proxy:             s.ServiceProxy,
 		Connect:           s.ServiceConnect,
+		Locality:          s.ServiceLocality,
 		RaftIndex:         s.RaftIndex,
 	}
 }
@@ -257,6 +287,7 @@ type RegisterRequest struct {
 	Address         string
 	TaggedAddresses map[string]string
 	NodeMeta        map[string]string
+	Locality        *Locality `json:",omitempty"`
 	Service         *NodeService
 	Check           *HealthCheck
 	Checks          HealthChecks

@@ -21,6 +21,7 @@ func (n *Node) Clone() *Node {
 	c := *n
 	c.TaggedAddresses = maps.Clone(n.TaggedAddresses)
 	c.Meta = maps.Clone(n.Meta)
+	c.Locality = n.Locality.Clone()
 	return &c
 }
 
@@ -54,6 +55,7 @@ func (s *NodeService) Clone() *NodeService {
 		c.Weights = &w
 	}
 	c.Proxy = s.Proxy.Clone()
+	c.Locality = s.Locality.Clone()
 	return &c
 }
 

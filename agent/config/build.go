@@ -55,6 +55,7 @@ func build(s *source, dev bool, opts LoadOptions) (*RuntimeConfig, []string, err
 		LeaveOnTerminate:     leaveDefault(s.LeaveOnTerminate, !*s.Server),
 		SkipLeaveOnInterrupt: leaveDefault(s.SkipLeaveOnInterrupt, *s.Server),
 		RaftMultiplier:       *s.Performance.RaftMultiplier,
+		Locality:             buildLocality(s.Locality),
 		DisableUpdateCheck:   *s.DisableUpdateCheck,
 		Limits: Limits{
 			KVMaxValueSize: *s.Limits.KVMaxValueSize,
@@ -484,4 +485,19 @@ func leaveDefault(v *bool, def bool) bool {
 		return *v
 	}
 	return def
+}
+
+// buildLocality is the node's locality, nil when neither key is set.
+func buildLocality(l localitySource) *Locality {
+	if l.Region == nil && l.Zone == nil {
+		return nil
+	}
+	var out Locality
+	if l.Region != nil {
+		out.Region = *l.Region
+	}
+	if l.Zone != nil {
+		out.Zone = *l.Zone
+	}
+	return &out
 }

@@ -34,6 +34,8 @@ type RuntimeConfig struct {
 	Datacenter string
 	// NodeMeta is the node's metadata in the catalog.
 	NodeMeta map[string]string
+	// Locality is the node's region and zone (nil when not configured).
+	Locality *Locality
 
 	// DataDir holds Raft, local state and the node ID. Required unless
 	// DevMode.
@@ -254,4 +256,10 @@ func listenAddrs(ips []string, port int) []string {
 		out = append(out, net.JoinHostPort(ip, strconv.Itoa(port)))
 	}
 	return out
+}
+
+// Locality is Consul's locality block: where the node runs.
+type Locality struct {
+	Region string
+	Zone   string
 }

@@ -155,6 +155,10 @@ func consulKeys() *keyNode {
 		"session_ttl_min":       honoured(),
 		"ae_interval":           honoured(),
 		"check_update_interval": honoured(),
+		"locality": object(map[string]*keyNode{
+			"region": honoured(),
+			"zone":   honoured(),
+		}),
 		"performance": object(map[string]*keyNode{
 			"raft_multiplier":  honoured(),
 			"leave_drain_time": ignored(),
@@ -253,7 +257,7 @@ func consulKeys() *keyNode {
 		"discard_check_output", "discovery_max_stale",
 		"enable_agent_tls_for_checks", "enable_central_service_config", "enable_debug",
 		"enable_script_checks", "enable_local_script_checks",
-		"gossip_lan", "gossip_wan", "license_path", "locality", "pid_file",
+		"gossip_lan", "gossip_wan", "license_path", "pid_file",
 		"primary_datacenter", "primary_gateways", "primary_gateways_interval",
 		"protocol", "raft_protocol", "raft_snapshot_threshold", "raft_snapshot_interval",
 		"raft_trailing_logs", "reconnect_timeout_wan", "rejoin_after_leave", "auto_reload_config",

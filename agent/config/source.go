@@ -41,6 +41,7 @@ type source struct {
 	AEInterval          *string           `json:"ae_interval"`
 	CheckUpdateInterval *string           `json:"check_update_interval"`
 	Performance         performanceSource `json:"performance"`
+	Locality            localitySource    `json:"locality"`
 	Limits              limitsSource      `json:"limits"`
 
 	Connect connectSource `json:"connect"`
@@ -74,6 +75,11 @@ type portsSource struct {
 	HTTPS   *int `json:"https"`
 	GRPCTLS *int `json:"grpc_tls"`
 	SerfWAN *int `json:"serf_wan"`
+}
+
+type localitySource struct {
+	Region *string `json:"region"`
+	Zone   *string `json:"zone"`
 }
 
 type performanceSource struct {

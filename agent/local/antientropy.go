@@ -225,7 +225,8 @@ func (s *State) markDrift(remote *structs.NodeServices, remoteChecks structs.Hea
 	if node == nil || (s.cfg.NodeID != "" && !strings.EqualFold(node.ID, s.cfg.NodeID)) ||
 		node.Address != s.cfg.AdvertiseAddr ||
 		!stringMapsEqual(node.TaggedAddresses, s.cfg.TaggedAddresses) ||
-		!stringMapsEqual(node.Meta, s.cfg.NodeMeta) {
+		!stringMapsEqual(node.Meta, s.cfg.NodeMeta) ||
+		!node.Locality.Same(s.cfg.Locality) {
 		s.nodeInSync = false
 	}
 

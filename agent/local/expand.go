@@ -190,8 +190,8 @@ func healthCheck(ct *structs.CheckType, node, id, name string) *structs.HealthCh
 
 // expandSidecar builds the sidecar of parent from its nested definition,
 // with Consul's defaults: ID <id>-sidecar-proxy, Kind connect-proxy, Name
-// <name>-sidecar-proxy, the parent's Address, Tags and Meta when it has
-// none of its own, Proxy.DestinationServiceName/ID naming the parent,
+// <name>-sidecar-proxy, the parent's Address, Tags, Meta and Locality when
+// it has none of its own, Proxy.DestinationServiceName/ID naming the parent,
 // LocalServiceAddress 127.0.0.1 and LocalServicePort the parent's port
 // (or the parent's socket path), a port from the sidecar range (kept when
 // the same sidecar is registered again), and, unless the definition gives
@@ -206,6 +206,9 @@ func expandSidecar(parent *structs.NodeService, sd *structs.ServiceDefinition, o
 	}
 	if len(sidecar.Tags) == 0 && len(parent.Tags) > 0 {
 		sidecar.Tags = slices.Clone(parent.Tags)
+	}
+	if sidecar.Locality == nil {
+		sidecar.Locality = parent.Locality.Clone()
 	}
 	if sidecar.Kind == "" {
 		sidecar.Kind = structs.ServiceKindConnectProxy

@@ -47,6 +47,8 @@ type Config struct {
 	TaggedAddresses map[string]string
 	// NodeMeta is the node's metadata in the catalog.
 	NodeMeta map[string]string
+	// Locality is the node's region and zone in the catalog (nil: none).
+	Locality *structs.Locality
 	// DataDir holds services/, checks/ and checks/state/; empty (dev
 	// mode) persists nothing.
 	DataDir string

@@ -449,6 +449,7 @@ func (sy *Syncer) registerRequest(nodeInSync bool, token string) *structs.Regist
 		Address:         cfg.AdvertiseAddr,
 		TaggedAddresses: maps.Clone(cfg.TaggedAddresses),
 		NodeMeta:        maps.Clone(cfg.NodeMeta),
+		Locality:        cfg.Locality.Clone(),
 		SkipNodeUpdate:  nodeInSync,
 		WriteRequest:    structs.WriteRequest{Datacenter: cfg.Datacenter, Token: token},
 	}
