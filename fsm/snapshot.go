@@ -173,7 +173,7 @@ func (s *snapshot) Release() { s.snap.Close() }
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer func() { _ = rc.Close() }()
 	fresh := state.NewStore()
-	if err := f.restoreInto(fresh, bufio.NewReader(rc)); err != nil {
+	if err := f.restoreInto(fresh, bufio.NewReader(rc), nil); err != nil {
 		return err
 	}
 	f.mu.Lock()
@@ -184,7 +184,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
-func (f *FSM) restoreInto(store *state.Store, r io.Reader) error {
+// restoreInto reads a whole stream into store, calling seen (when not nil)
+// for each record restored.
+func (f *FSM) restoreInto(store *state.Store, r io.Reader, seen func(recordType)) error {
 	dec := f.codec.NewStreamDecoder(r)
 	var hdr snapshotHeader
 	if err := decodeSafe(dec, &hdr); err != nil {
@@ -207,6 +209,9 @@ func (f *FSM) restoreInto(store *state.Store, r io.Reader) error {
 		if err := f.restoreRecord(restore, recordType(t), dec); err != nil {
 			restore.Abort()
 			return fmt.Errorf("fsm: restore: record %d: %w", t, err)
+		}
+		if seen != nil {
+			seen(recordType(t))
 		}
 	}
 	restore.Commit()

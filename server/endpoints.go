@@ -61,6 +61,10 @@ func (s *Server) endpointTable() map[string]endpoint {
 	handle(t, structs.MethodIntentionCheck, s.intentionCheck)
 	handle(t, structs.MethodDiscoveryChainGet, s.discoveryChainGet)
 
+	// Snapshots (snapshot_endpoint.go).
+	handle(t, structs.MethodSnapshotSave, s.snapshotSave)
+	handle(t, structs.MethodSnapshotRestore, s.snapshotRestore)
+
 	// The reads behind client agents' proxy configuration.
 	s.proxycfgEndpoints(t)
 

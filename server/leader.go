@@ -34,6 +34,13 @@ func (s *Server) monitorLeadership() {
 				running = nil
 				s.logger.Info("cluster leadership lost")
 			}
+		case done := <-s.reassertCh:
+			if running != nil {
+				running.stop(s)
+				running = s.startLeaderLoop()
+				s.logger.Info("cluster leadership reasserted")
+			}
+			close(done)
 		}
 	}
 }

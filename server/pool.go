@@ -68,7 +68,11 @@ func (p *connPool) conn(addr string) (*grpc.ClientConn, error) {
 	if c, ok := p.conns[addr]; ok {
 		return c, nil
 	}
-	opts := []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}
+	opts := []grpc.DialOption{
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		// A snapshot archive is one message (snapshot_endpoint.go).
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(rpcMaxMessage), grpc.MaxCallSendMsgSize(rpcMaxMessage)),
+	}
 	if p.dial != nil {
 		opts = append(opts, grpc.WithContextDialer(p.dial))
 	}

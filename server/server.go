@@ -122,6 +122,9 @@ type Server struct {
 	leaderNotify chan bool
 	// reconcileCh carries member changes to the leader loop.
 	reconcileCh chan serf.Member
+	// reassertCh asks the leadership monitor to restart the leader loop
+	// (after a snapshot restore); it closes the channel sent once done.
+	reassertCh chan chan struct{}
 	// bootstrapped is set once this server has (or joined) a Raft
 	// configuration, after which bootstrap-expect does nothing more.
 	bootstrapped atomic.Bool
@@ -160,6 +163,7 @@ func New(cfg Config) (*Server, error) {
 		logger:      cfg.Logger,
 		codec:       structs.NewCodec(),
 		reconcileCh: make(chan serf.Member, 256),
+		reassertCh:  make(chan chan struct{}),
 		// Raft blocks on this channel: buffer it so a burst of leadership
 		// flips never stalls Raft while the monitor catches up.
 		leaderNotify: make(chan bool, 16),
@@ -180,7 +184,8 @@ func New(cfg Config) (*Server, error) {
 		cancel()
 		return nil, err
 	}
-	s.grpc = grpc.NewServer(grpc.UnknownServiceHandler(s.handleGRPC))
+	// A snapshot archive is one message (snapshot_endpoint.go).
+	s.grpc = grpc.NewServer(grpc.UnknownServiceHandler(s.handleGRPC), grpc.MaxRecvMsgSize(rpcMaxMessage), grpc.MaxSendMsgSize(rpcMaxMessage))
 	s.wg.Add(3)
 	go func() {
 		defer s.wg.Done()

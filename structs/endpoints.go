@@ -106,5 +106,7 @@ func Methods() []MethodInfo {
 		MethodIntentionUpstreams,
 		MethodGatewayServices,
 		MethodServicesByKind,
+		MethodSnapshotSave,
+		MethodSnapshotRestore,
 	}
 }

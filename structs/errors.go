@@ -85,7 +85,8 @@ var (
 func Sentinels() []*Error {
 	return []*Error{ErrNoLeader, ErrNoDCPath, ErrNoServers, ErrPermissionDenied, ErrRateLimited,
 		ErrFilterNotSupported, ErrUnknownMethod, ErrIntentionNotFound, ErrCANotInitialized,
-		ErrCAStateReadOnly, ErrInvalidFilter, ErrLeadershipLost, ErrOutcomeUnknown}
+		ErrCAStateReadOnly, ErrInvalidFilter, ErrLeadershipLost, ErrOutcomeUnknown,
+		ErrSnapshotInvalid, ErrSnapshotTooLarge}
 }
 
 // MaybeApplied reports whether err leaves a write's outcome unknown: it

@@ -100,6 +100,10 @@ func commands() map[string]command {
 		"services":                  {"Interact with services", nil},
 		"services deregister":       {"Deregister services with the local agent", runServicesDeregister},
 		"services register":         {"Register services with the local agent", runServicesRegister},
+		"snapshot":                  {"Saves, restores and inspects snapshots of the Trellis server state", nil},
+		"snapshot inspect":          {"Displays information about a Trellis snapshot file", runSnapshotInspect},
+		"snapshot restore":          {"Restores snapshot of Trellis server state", runSnapshotRestore},
+		"snapshot save":             {"Saves snapshot of Trellis server state", runSnapshotSave},
 		"version":                   {"Prints the Trellis version", runVersion},
 	}
 }

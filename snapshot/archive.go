@@ -1,0 +1,226 @@
+// Package snapshot is the file format of Trellis' snapshots, the archive
+// GET /v1/snapshot answers, PUT /v1/snapshot restores and `trellis
+// snapshot inspect` reads.
+//
+// An archive is a gzipped tar of exactly three files, in this order:
+//
+//   - meta.json: Meta, the archive's format version, the Raft snapshot's
+//     ID, index, term and version, the size of state.bin and its record
+//     counts by type;
+//   - state.bin: the FSM's snapshot stream, byte for byte what the servers
+//     write to their Raft snapshot store (fsm.FSM's Persist), so that a
+//     restore hands Raft exactly what it would have installed itself;
+//   - SHA256SUMS: the SHA-256 of meta.json and of state.bin, in
+//     sha256sum(1)'s format.
+//
+// A tar rather than a bespoke framing: `tar tzf` lists an archive and
+// `sha256sum -c SHA256SUMS` checks an extracted one with standard tools,
+// and meta.json is readable without decoding the state. The state is not
+// re-encoded: the FSM's stream, versioned by its own header, is the one
+// serializer of the replicated state. The SHA-256 sums catch a changed
+// byte anywhere; the fixed order and the sums file, last, catch a
+// truncated archive before anything is restored from it. This is Consul's
+// layout in spirit (its archive holds meta.json, state.bin and SHA256SUMS
+// too), but not its content: a Consul snapshot does not restore into
+// Trellis, nor the reverse.
+package snapshot
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// FormatVersion is the archive layout this package writes. Read refuses an
+// archive of another version instead of guessing at its contents.
+const FormatVersion = 1
+
+// The names of the archive's files, in their order.
+const (
+	metaName  = "meta.json"
+	stateName = "state.bin"
+	sumsName  = "SHA256SUMS"
+)
+
+// maxMetaSize bounds meta.json, which Read holds in memory before any
+// checksum has been verified.
+const maxMetaSize = 1 << 20
+
+// Sentinel errors of the package.
+var (
+	// ErrCorrupt: the archive does not decode (not gzip, not tar, files
+	// missing, out of order or truncated) or a checksum does not match.
+	ErrCorrupt = errors.New("snapshot: corrupt archive")
+	// ErrFormat: the archive is intact but of a format version this
+	// Trellis cannot read.
+	ErrFormat = errors.New("snapshot: unsupported archive format")
+	// ErrTooLarge: the state is larger than the reader's limit.
+	ErrTooLarge = errors.New("snapshot: too large")
+)
+
+// Meta describes one snapshot; it is meta.json.
+type Meta struct {
+	// Format is the archive layout version (FormatVersion).
+	Format int
+	// ID, Index, Term and Version are the Raft snapshot's: its ID in the
+	// snapshot store, the last log index and term it covers, and Raft's
+	// snapshot format version.
+	ID      string
+	Index   uint64
+	Term    uint64
+	Version int
+	// Size is the size of state.bin in bytes.
+	Size int64
+	// Records counts state.bin's records by type, in the FSM's order.
+	Records []RecordCount
+	// Created is when the server wrote the archive (UTC), for operators.
+	Created time.Time
+}
+
+// RecordCount is how many records of one type a snapshot holds.
+type RecordCount struct {
+	Type  string
+	Count int
+}
+
+// Write writes the archive of meta and state to w. It sets meta.Format
+// and meta.Size.
+func Write(w io.Writer, meta Meta, state []byte) error {
+	meta.Format = FormatVersion
+	meta.Size = int64(len(state))
+	metaJSON, err := json.MarshalIndent(meta, "", "  ")
+	if err != nil {
+		return fmt.Errorf("snapshot: encode meta: %w", err)
+	}
+	sums := fmt.Sprintf("%s  %s\n%s  %s\n", sum(metaJSON), metaName, sum(state), stateName)
+	gz := gzip.NewWriter(w)
+	tw := tar.NewWriter(gz)
+	for _, f := range []struct {
+		name string
+		data []byte
+	}{{metaName, metaJSON}, {stateName, state}, {sumsName, []byte(sums)}} {
+		hdr := &tar.Header{Name: f.name, Mode: 0o600, Size: int64(len(f.data)), ModTime: meta.Created, Typeflag: tar.TypeReg}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return fmt.Errorf("snapshot: write %s: %w", f.name, err)
+		}
+		if _, err := tw.Write(f.data); err != nil {
+			return fmt.Errorf("snapshot: write %s: %w", f.name, err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("snapshot: close tar: %w", err)
+	}
+	if err := gz.Close(); err != nil {
+		return fmt.Errorf("snapshot: close gzip: %w", err)
+	}
+	return nil
+}
+
+// Read reads and verifies a whole archive: every file present, in order,
+// with its checksum, and nothing after the sums but the archive's end. It
+// returns the meta and the state only when all of that holds, so a caller
+// never acts on part of a damaged archive. A state.bin larger than
+// maxState fails with ErrTooLarge before it is read.
+func Read(r io.Reader, maxState int64) (Meta, []byte, error) {
+	gz, err := gzip.NewReader(r)
+	if err != nil {
+		return Meta{}, nil, fmt.Errorf("%w: gzip: %v", ErrCorrupt, err)
+	}
+	defer gz.Close()
+	tr := tar.NewReader(gz)
+	metaJSON, err := readFile(tr, metaName, maxMetaSize)
+	if err != nil {
+		return Meta{}, nil, err
+	}
+	var meta Meta
+	if err := json.Unmarshal(metaJSON, &meta); err != nil {
+		return Meta{}, nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, metaName, err)
+	}
+	if meta.Format != FormatVersion {
+		return Meta{}, nil, fmt.Errorf("%w: version %d (this Trellis reads version %d)", ErrFormat, meta.Format, FormatVersion)
+	}
+	state, err := readFile(tr, stateName, maxState)
+	if err != nil {
+		return Meta{}, nil, err
+	}
+	sums, err := readFile(tr, sumsName, maxMetaSize)
+	if err != nil {
+		return Meta{}, nil, err
+	}
+	if _, err := tr.Next(); !errors.Is(err, io.EOF) {
+		return Meta{}, nil, fmt.Errorf("%w: unexpected content after %s", ErrCorrupt, sumsName)
+	}
+	// Reading to the end makes gzip check its own CRC and length.
+	if _, err := io.Copy(io.Discard, gz); err != nil {
+		return Meta{}, nil, fmt.Errorf("%w: gzip: %v", ErrCorrupt, err)
+	}
+	if err := verifySums(string(sums), map[string][]byte{metaName: metaJSON, stateName: state}); err != nil {
+		return Meta{}, nil, err
+	}
+	if meta.Size != int64(len(state)) {
+		return Meta{}, nil, fmt.Errorf("%w: %s is %d bytes, %s says %d", ErrCorrupt, stateName, len(state), metaName, meta.Size)
+	}
+	return meta, state, nil
+}
+
+// readFile reads the next tar entry, which must be name, of at most limit
+// bytes.
+func readFile(tr *tar.Reader, name string, limit int64) ([]byte, error) {
+	hdr, err := tr.Next()
+	if errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("%w: %s missing (truncated archive?)", ErrCorrupt, name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%w: reading %s: %v", ErrCorrupt, name, err)
+	}
+	if hdr.Name != name || hdr.Typeflag != tar.TypeReg {
+		return nil, fmt.Errorf("%w: found %q where %s belongs", ErrCorrupt, hdr.Name, name)
+	}
+	if hdr.Size < 0 || hdr.Size > limit {
+		if name == stateName {
+			return nil, fmt.Errorf("%w: %s is %d bytes, over the limit of %d", ErrTooLarge, name, hdr.Size, limit)
+		}
+		return nil, fmt.Errorf("%w: %s is %d bytes", ErrCorrupt, name, hdr.Size)
+	}
+	buf := bytes.NewBuffer(make([]byte, 0, hdr.Size))
+	if _, err := io.Copy(buf, tr); err != nil {
+		return nil, fmt.Errorf("%w: reading %s: %v", ErrCorrupt, name, err)
+	}
+	return buf.Bytes(), nil
+}
+
+// verifySums checks that the sums file lists exactly the given files, each
+// with the SHA-256 of its content.
+func verifySums(sums string, files map[string][]byte) error {
+	seen := make(map[string]bool, len(files))
+	for line := range strings.Lines(sums) {
+		hexSum, name, ok := strings.Cut(strings.TrimSuffix(line, "\n"), "  ")
+		data, known := files[name]
+		if !ok || !known || seen[name] {
+			return fmt.Errorf("%w: %s: unexpected line %q", ErrCorrupt, sumsName, line)
+		}
+		seen[name] = true
+		if hexSum != sum(data) {
+			return fmt.Errorf("%w: SHA-256 of %s does not match %s", ErrCorrupt, name, sumsName)
+		}
+	}
+	for name := range files {
+		if !seen[name] {
+			return fmt.Errorf("%w: %s has no sum for %s", ErrCorrupt, sumsName, name)
+		}
+	}
+	return nil
+}
+
+func sum(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
