@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -596,7 +595,7 @@ func validationErrors(err error) []error {
 	var walk func(error)
 	walk = func(e error) {
 		switch u, ok := e.(interface{ Unwrap() []error }); {
-		case e == nil || errors.Is(e, gen.ErrInvalidResources):
+		case e == nil || e == gen.ErrInvalidResources: //nolint:errorlint // the sentinel itself is skipped, not every error that wraps it
 		case ok:
 			for _, x := range u.Unwrap() {
 				walk(x)

@@ -180,19 +180,7 @@ func TestBlockingQueries(t *testing.T) {
 
 func TestSessionTTLAndLockDelay(t *testing.T) {
 	s := startTestCluster(t, 1, false)[0].srv
-	// The server's own node is registered by the leader from Serf.
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		var chk structs.IndexedHealthChecks
-		rpc(t, s, structs.MethodHealthNodeChecks, &structs.NodeSpecificRequest{Node: "s1"}, &chk)
-		if len(chk.HealthChecks) > 0 && chk.HealthChecks[0].Status == structs.HealthPassing {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("own node not registered with a passing serfHealth")
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	waitForSerfHealth(t, s, "s1")
 	var bad string
 	err := structs.MethodSessionApply.Call(context.Background(), s, &structs.SessionRequest{Op: structs.SessionCreate,
 		Session: structs.Session{Node: "s1", TTL: "100ms", NodeChecks: []string{structs.SerfCheckID}}}, &bad)

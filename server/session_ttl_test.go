@@ -102,6 +102,7 @@ func TestSessionTimersClose(t *testing.T) {
 func TestShutdownJoinsSessionTimers(t *testing.T) {
 	ts := startTestCluster(t, 1, false)[0]
 	s := ts.srv
+	waitForSerfHealth(t, s, ts.name)
 	const sessions = 100
 	var (
 		returned atomic.Bool

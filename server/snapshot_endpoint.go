@@ -67,7 +67,7 @@ func (s *Server) raftSnapshot() (*raft.SnapshotMeta, []byte, error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("snapshot: open: %w", err)
 	}
-	defer rc.Close()
+	defer func() { _ = rc.Close() }()
 	if meta.Size > structs.SnapshotMaxSize {
 		return nil, nil, fmt.Errorf("%w: the state is %d bytes, over the limit of %d", structs.ErrSnapshotTooLarge, meta.Size, structs.SnapshotMaxSize)
 	}
@@ -96,16 +96,16 @@ func (s *Server) snapshotRestore(ctx context.Context, args *structs.SnapshotRest
 	meta, state, err := snapshot.Read(bytes.NewReader(args.Archive), structs.SnapshotMaxSize)
 	switch {
 	case errors.Is(err, snapshot.ErrTooLarge):
-		return fmt.Errorf("%w: %v", structs.ErrSnapshotTooLarge, err)
+		return fmt.Errorf("%w: %w", structs.ErrSnapshotTooLarge, err)
 	case err != nil:
-		return fmt.Errorf("%w: %v", structs.ErrSnapshotInvalid, err)
+		return fmt.Errorf("%w: %w", structs.ErrSnapshotInvalid, err)
 	}
 	version := raft.SnapshotVersion(meta.Version)
 	if version < raft.SnapshotVersionMin || version > raft.SnapshotVersionMax {
 		return fmt.Errorf("%w: Raft snapshot version %d is not supported", structs.ErrSnapshotInvalid, meta.Version)
 	}
 	if _, err := s.fsm.Verify(bytes.NewReader(state)); err != nil {
-		return fmt.Errorf("%w: state.bin: %v", structs.ErrSnapshotInvalid, err)
+		return fmt.Errorf("%w: state.bin: %w", structs.ErrSnapshotInvalid, err)
 	}
 	err = s.raft.Restore(&raft.SnapshotMeta{
 		Version: version, ID: meta.ID, Index: meta.Index, Term: meta.Term, Size: int64(len(state)),
@@ -125,7 +125,7 @@ func restoreError(err error) error {
 	switch {
 	case errors.Is(err, raft.ErrNotLeader), errors.Is(err, raft.ErrLeadershipLost),
 		errors.Is(err, raft.ErrRaftShutdown), errors.Is(err, raft.ErrEnqueueTimeout):
-		return fmt.Errorf("%w: restore: %v", structs.ErrOutcomeUnknown, err)
+		return fmt.Errorf("%w: restore: %v", structs.ErrOutcomeUnknown, err) //nolint:errorlint // Raft's "not leader" must not make this read as "not applied"
 	}
 	return fmt.Errorf("snapshot: restore refused: %w", err)
 }

@@ -198,6 +198,17 @@ func rpc[A, R any](t testing.TB, s *Server, m structs.Method[A, R], args *A, rep
 	}
 }
 
+// waitForSerfHealth waits until the leader has registered node from Serf
+// with a passing serfHealth check (sessions need it).
+func waitForSerfHealth(t testing.TB, s *Server, node string) {
+	t.Helper()
+	waitFor(t, 10*time.Second, node+"'s passing serfHealth", func() bool {
+		var chk structs.IndexedHealthChecks
+		rpc(t, s, structs.MethodHealthNodeChecks, &structs.NodeSpecificRequest{Node: node}, &chk)
+		return len(chk.HealthChecks) > 0 && chk.HealthChecks[0].Status == structs.HealthPassing
+	})
+}
+
 // rpcByName makes a call by method name, for tables over several methods
 // whose types differ.
 func rpcByName(t testing.TB, s *Server, method string, args, reply any) {

@@ -54,6 +54,10 @@ const (
 // checksum has been verified.
 const maxMetaSize = 1 << 20
 
+// maxTrailer bounds what may follow the tar's last entry: its end-of-archive
+// blocks and record padding (archive/tar writes 1 KiB).
+const maxTrailer = 64 << 10
+
 // Sentinel errors of the package.
 var (
 	// ErrCorrupt: the archive does not decode (not gzip, not tar, files
@@ -132,9 +136,9 @@ func Write(w io.Writer, meta Meta, state []byte) error {
 func Read(r io.Reader, maxState int64) (Meta, []byte, error) {
 	gz, err := gzip.NewReader(r)
 	if err != nil {
-		return Meta{}, nil, fmt.Errorf("%w: gzip: %v", ErrCorrupt, err)
+		return Meta{}, nil, fmt.Errorf("%w: gzip: %w", ErrCorrupt, err)
 	}
-	defer gz.Close()
+	defer func() { _ = gz.Close() }()
 	tr := tar.NewReader(gz)
 	metaJSON, err := readFile(tr, metaName, maxMetaSize)
 	if err != nil {
@@ -142,7 +146,7 @@ func Read(r io.Reader, maxState int64) (Meta, []byte, error) {
 	}
 	var meta Meta
 	if err := json.Unmarshal(metaJSON, &meta); err != nil {
-		return Meta{}, nil, fmt.Errorf("%w: %s: %v", ErrCorrupt, metaName, err)
+		return Meta{}, nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, metaName, err)
 	}
 	if meta.Format != FormatVersion {
 		return Meta{}, nil, fmt.Errorf("%w: version %d (this Trellis reads version %d)", ErrFormat, meta.Format, FormatVersion)
@@ -158,9 +162,13 @@ func Read(r io.Reader, maxState int64) (Meta, []byte, error) {
 	if _, err := tr.Next(); !errors.Is(err, io.EOF) {
 		return Meta{}, nil, fmt.Errorf("%w: unexpected content after %s", ErrCorrupt, sumsName)
 	}
-	// Reading to the end makes gzip check its own CRC and length.
-	if _, err := io.Copy(io.Discard, gz); err != nil {
-		return Meta{}, nil, fmt.Errorf("%w: gzip: %v", ErrCorrupt, err)
+	// Reading to the end makes gzip check its own CRC and length. After
+	// the tar's end only its padding may follow, so a long tail is damage
+	// (and is not decompressed without bound).
+	if n, err := io.Copy(io.Discard, io.LimitReader(gz, maxTrailer+1)); err != nil {
+		return Meta{}, nil, fmt.Errorf("%w: gzip: %w", ErrCorrupt, err)
+	} else if n > maxTrailer {
+		return Meta{}, nil, fmt.Errorf("%w: more than %d bytes after the archive's end", ErrCorrupt, maxTrailer)
 	}
 	if err := verifySums(string(sums), map[string][]byte{metaName: metaJSON, stateName: state}); err != nil {
 		return Meta{}, nil, err
@@ -179,7 +187,7 @@ func readFile(tr *tar.Reader, name string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %s missing (truncated archive?)", ErrCorrupt, name)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: reading %s: %v", ErrCorrupt, name, err)
+		return nil, fmt.Errorf("%w: reading %s: %w", ErrCorrupt, name, err)
 	}
 	if hdr.Name != name || hdr.Typeflag != tar.TypeReg {
 		return nil, fmt.Errorf("%w: found %q where %s belongs", ErrCorrupt, hdr.Name, name)
@@ -192,7 +200,7 @@ func readFile(tr *tar.Reader, name string, limit int64) ([]byte, error) {
 	}
 	buf := bytes.NewBuffer(make([]byte, 0, hdr.Size))
 	if _, err := io.Copy(buf, tr); err != nil {
-		return nil, fmt.Errorf("%w: reading %s: %v", ErrCorrupt, name, err)
+		return nil, fmt.Errorf("%w: reading %s: %w", ErrCorrupt, name, err)
 	}
 	return buf.Bytes(), nil
 }

@@ -139,6 +139,13 @@ func startAgentCmd(t *testing.T, cmd agentCommand, args []string, runner *fakeRu
 
 func (r *agentRun) waitStarted(t *testing.T) {
 	t.Helper()
+	// Started first: an agent that fails at once has both started and
+	// exited by the time this looks.
+	select {
+	case <-r.runner.started:
+		return
+	default:
+	}
 	select {
 	case <-r.runner.started:
 	case code := <-r.done:

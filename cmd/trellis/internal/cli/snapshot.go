@@ -107,7 +107,7 @@ func runSnapshotInspect(args []string, env *Env) int {
 		fmt.Fprintf(env.Stderr, "Error opening snapshot file: %s\n", err)
 		return 1
 	}
-	defer f.Close()
+	defer func() { _ = f.Close() }()
 	meta, _, err := snapshot.Read(f, structs.SnapshotMaxSize)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "Error verifying snapshot file: %s\n", err)
