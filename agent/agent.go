@@ -34,12 +34,18 @@ var ErrNotServer = errors.New("agent: not a server")
 type Config struct {
 	Runtime *config.RuntimeConfig
 	Logger  *slog.Logger
+	// Reload, when set, serves PUT /v1/agent/reload: it re-reads the
+	// configuration files and applies them (ReloadConfig). Its owner, the
+	// agent command, also runs it on SIGHUP. Nil answers the endpoint
+	// with 501.
+	Reload func() error
 }
 
 // Agent is one running agent. Create it with New, then Start it.
 type Agent struct {
 	rc     *config.RuntimeConfig
 	logger *slog.Logger
+	reload func() error
 
 	server *server.Server
 	// router and pool send a client agent's RPCs to the servers.
@@ -72,7 +78,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Agent{rc: cfg.Runtime, logger: cfg.Logger, metrics: newRegistry()}, nil
+	return &Agent{rc: cfg.Runtime, logger: cfg.Logger, reload: cfg.Reload, metrics: newRegistry()}, nil
 }
 
 // Start binds every listener, starts the server (if any), gossip and the
@@ -227,6 +233,10 @@ func (a *Agent) onSerfEvent(ev serf.Event) {
 func (a *Agent) startHTTP() error {
 	rc := a.rc
 	leafCerts, authorizer := a.connectHTTPConfig(a.leaf)
+	var reloader httpapi.Reloader
+	if a.reload != nil {
+		reloader = a
+	}
 	api, err := httpapi.New(httpapi.Config{
 		RPC:               a,
 		Logger:            a.logger.With("component", "http"),
@@ -236,6 +246,7 @@ func (a *Agent) startHTTP() error {
 		Self:              a.self,
 		Membership:        a,
 		Leaver:            a,
+		Reloader:          reloader,
 		Metrics:           metricsHandler(a.metrics),
 		Local:             a.local,
 		ProxyStatus:       a,

@@ -23,18 +23,7 @@ import (
 // shut down when the test ends, or earlier by calling stop.
 func devAgent(t *testing.T, configJSON ...string) (a *Agent, url string, stop func()) {
 	t.Helper()
-	ports, err := harness.NewPortAllocator(harness.PortAllocatorConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	args := []string{"-dev", "-node", "dev1"}
-	for _, flag := range []string{"-http-port", "-server-port", "-serf-lan-port", "-grpc-port"} {
-		p, err := ports.Port()
-		if err != nil {
-			t.Fatal(err)
-		}
-		args = append(args, flag, strconv.Itoa(p))
-	}
+	args := devArgs(t, "dev1")
 	for i, c := range configJSON {
 		path := filepath.Join(t.TempDir(), fmt.Sprintf("extra-%d.json", i))
 		if err := os.WriteFile(path, []byte(c), 0o600); err != nil {
@@ -61,6 +50,24 @@ func devAgent(t *testing.T, configJSON ...string) (a *Agent, url string, stop fu
 	}
 	t.Cleanup(stop)
 	return a, "http://" + rc.HTTPAddrForClients(), stop
+}
+
+// devArgs are the flags of a -dev agent named node on free loopback ports.
+func devArgs(t *testing.T, node string) []string {
+	t.Helper()
+	ports, err := harness.NewPortAllocator(harness.PortAllocatorConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"-dev", "-node", node}
+	for _, flag := range []string{"-http-port", "-server-port", "-serf-lan-port", "-grpc-port"} {
+		p, err := ports.Port()
+		if err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, flag, strconv.Itoa(p))
+	}
+	return args
 }
 
 func get(t *testing.T, url string) (int, string) {

@@ -36,6 +36,11 @@ type localServices struct {
 	// regMu serialises registrations so that the runners started for one
 	// registration match the state it left.
 	regMu sync.Mutex
+	// configServices and configChecks are the IDs of the services and
+	// checks the config files registered (config_services.go); guarded by
+	// regMu.
+	configServices map[string]bool
+	configChecks   map[string]bool
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -110,7 +115,8 @@ func (a *Agent) startLocal() error {
 		mgr.Stop()
 		return err
 	}
-	ls := &localServices{logger: a.logger, state: st, checks: mgr, syncer: syncer}
+	ls := &localServices{logger: a.logger, state: st, checks: mgr, syncer: syncer,
+		configServices: map[string]bool{}, configChecks: map[string]bool{}}
 	// Checks loaded from the data dir run again from the start.
 	for id, cs := range st.CheckStates() {
 		if cs.Type != nil {
@@ -118,6 +124,15 @@ func (a *Agent) startLocal() error {
 				a.logger.Warn("cannot restart persisted check", "check", id, "error", err)
 			}
 		}
+	}
+	defs, err := decodeConfigDefinitions(rc)
+	if err == nil {
+		err = ls.applyConfig(defs)
+	}
+	if err != nil {
+		syncer.Stop()
+		mgr.Stop()
+		return err
 	}
 	syncer.Start()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -199,6 +214,16 @@ func (l *localServices) registerService(def *structs.ServiceDefinition, token st
 	if err != nil {
 		return httpStatus(err)
 	}
+	// Registered through the API, the service is the API's now: a reload
+	// whose files no longer define it leaves it (as Consul, which loads
+	// it back from the data dir).
+	delete(l.configServices, res.Service.ID)
+	return httpStatus(l.startRunnersLocked(res))
+}
+
+// startRunnersLocked stops the runners of the checks a registration
+// removed and starts those of its checks. Call it with regMu held.
+func (l *localServices) startRunnersLocked(res *local.RegisterResult) error {
 	for _, id := range res.RemovedChecks {
 		l.checks.Remove(id)
 	}
@@ -207,7 +232,7 @@ func (l *localServices) registerService(def *structs.ServiceDefinition, token st
 			continue
 		}
 		if err := l.checks.Add(c.Check.CheckID, c.Type, c.Check.ServiceID); err != nil {
-			return httpStatus(err)
+			return err
 		}
 	}
 	return nil

@@ -180,6 +180,9 @@ func build(s *source, dev bool, opts LoadOptions) (*RuntimeConfig, []string, err
 
 	rc.RetryJoin = joinAddrs(append(append([]string(nil), s.RetryJoin...), s.StartJoin...), &p)
 
+	rc.Services = append(append([]Definition(nil), s.Service...), s.Services...)
+	rc.Checks = append(append([]Definition(nil), s.Check...), s.Checks...)
+
 	buildPorts(s, rc, &p)
 	buildAddresses(s, rc, opts, &p)
 	if len(p) == 0 {

@@ -1,12 +1,18 @@
 // Package config builds the agent's runtime configuration from Consul's
-// agent flags and JSON config files, so that an operator's Consul setup and
+// agent flags and JSON and HCL config files, so that an operator's Consul setup and
 // tools that start `consul agent` (Consul's sdk/testutil among them) work
 // unchanged against Trellis.
 //
 // Load merges, in increasing precedence: Consul's defaults (with the few
 // deliberate Trellis differences noted in defaults.go), the -dev overlay,
-// each -config-file / -config-dir in command-line order, and the flags. The
-// merge follows Consul's rules: scalars replace, lists append, maps merge.
+// each -config-file / -config-dir in command-line order, the flags, and the
+// -hcl fragments. The merge follows Consul's rules: scalars replace, lists
+// append, maps merge. HCL (v1, Consul's dialect) is normalised into the
+// JSON document it stands for and decoded by the JSON path (hcl.go).
+//
+// Service and check definitions (service, services, check, checks) are
+// kept as JSON documents in RuntimeConfig.Services and .Checks, for the
+// agent to decode and register as its HTTP API does.
 //
 // Every key Consul accepts is accounted for in schema.go. Keys Trellis
 // honours land in RuntimeConfig; Consul keys it does not implement are

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -19,11 +20,29 @@ type fileSource struct {
 	keys keyReport
 }
 
+// Config formats, as -config-format names them.
+const (
+	formatJSON = "json"
+	formatHCL  = "hcl"
+)
+
+// formatOf is the format a file's extension gives ("" for neither).
+func formatOf(path string) string {
+	switch strings.ToLower(filepath.Ext(path)) {
+	case ".json":
+		return formatJSON
+	case ".hcl":
+		return formatHCL
+	}
+	return ""
+}
+
 // loadConfigPaths reads -config-file / -config-dir values in order. A
-// directory contributes its *.json files in lexical order, as Consul does;
-// other files in a directory are skipped, except *.hcl, which is an error
-// because silently dropping someone's configuration is worse than failing.
-func loadConfigPaths(paths []string, logger *slog.Logger) ([]fileSource, error) {
+// directory contributes its *.json and *.hcl files in lexical order, as
+// Consul does, and skips others. format, when set (-config-format), is the
+// format of every file whatever its extension, and then every file of a
+// directory is read, as in Consul.
+func loadConfigPaths(paths []string, format string, logger *slog.Logger) ([]fileSource, error) {
 	var out []fileSource
 	for _, p := range paths {
 		fi, err := os.Stat(p)
@@ -31,10 +50,11 @@ func loadConfigPaths(paths []string, logger *slog.Logger) ([]fileSource, error) 
 			return nil, fmt.Errorf("%w: %w", ErrConfigFile, err)
 		}
 		if !fi.IsDir() {
-			if ext := strings.ToLower(filepath.Ext(p)); ext != ".json" {
-				return nil, fmt.Errorf("%w: %s: extension %q is not supported: Trellis reads JSON config files ending in .json", ErrConfigFile, p, ext)
+			f := cmp.Or(format, formatOf(p))
+			if f == "" {
+				return nil, fmt.Errorf("%w: %s: extension %q is not supported: name the file .json or .hcl, or set -config-format", ErrConfigFile, p, filepath.Ext(p))
 			}
-			fs, ok, err := loadFile(p)
+			fs, ok, err := loadFile(p, f)
 			if err != nil {
 				return nil, err
 			}
@@ -57,15 +77,12 @@ func loadConfigPaths(paths []string, logger *slog.Logger) ([]fileSource, error) 
 		sort.Strings(names)
 		for _, name := range names {
 			full := filepath.Join(p, name)
-			switch strings.ToLower(filepath.Ext(name)) {
-			case ".json":
-			case ".hcl":
-				return nil, fmt.Errorf("%w: %s: HCL config files are not supported: Trellis reads JSON only", ErrConfigFile, full)
-			default:
-				logger.Debug("skipping file in config dir: extension must be .json", "file", full)
+			f := cmp.Or(format, formatOf(name))
+			if f == "" {
+				logger.Debug("skipping file in config dir: extension must be .json or .hcl", "file", full)
 				continue
 			}
-			fs, ok, err := loadFile(full)
+			fs, ok, err := loadFile(full, f)
 			if err != nil {
 				return nil, err
 			}
@@ -77,9 +94,9 @@ func loadConfigPaths(paths []string, logger *slog.Logger) ([]fileSource, error) 
 	return out, nil
 }
 
-// loadFile parses one JSON config file. ok is false for an empty file,
-// which Consul skips.
-func loadFile(path string) (fs fileSource, ok bool, err error) {
+// loadFile parses one config file in format. ok is false for an empty
+// file, which Consul skips.
+func loadFile(path, format string) (fs fileSource, ok bool, err error) {
 	data, err := os.ReadFile(path) //nolint:gosec // a config file or directory entry the operator named
 	if err != nil {
 		return fileSource{}, false, fmt.Errorf("%w: %w", ErrConfigFile, err)
@@ -87,11 +104,28 @@ func loadFile(path string) (fs fileSource, ok bool, err error) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return fileSource{}, false, nil
 	}
-	src, keys, err := parseJSON(data)
-	if err != nil {
-		return fileSource{}, false, fmt.Errorf("%w: %s: %w", ErrConfigFile, path, err)
+	fs, err = parseSource(path, data, format)
+	return fs, err == nil, err
+}
+
+// parseSource parses one config document (a file or an -hcl fragment)
+// named name in format.
+func parseSource(name string, data []byte, format string) (fileSource, error) {
+	var (
+		src  *source
+		keys keyReport
+		err  error
+	)
+	if format == formatHCL {
+		src, keys, err = parseHCLSource(data)
+	} else {
+		src, keys, err = parseJSON(data)
 	}
-	return fileSource{path: path, src: *src, keys: keys}, true, nil
+	if err != nil {
+		return fileSource{}, fmt.Errorf("%w: %s: %w", ErrConfigFile, name, err)
+	}
+	src.tagDefinitions(name)
+	return fileSource{path: name, src: *src, keys: keys}, nil
 }
 
 // parseJSON decodes a config document twice: generically, to account for
@@ -100,29 +134,49 @@ func loadFile(path string) (fs fileSource, ok bool, err error) {
 func parseJSON(data []byte) (*source, keyReport, error) {
 	var doc any
 	if err := json.Unmarshal(data, &doc); err != nil {
-		return nil, keyReport{}, describeJSONError(data, err)
+		return nil, keyReport{}, describeJSONError(data, err, true)
 	}
 	obj, isObj := doc.(map[string]any)
 	if !isObj {
 		return nil, keyReport{}, errors.New("a config file must hold a JSON object")
 	}
+	return decodeSource(obj, data, true)
+}
+
+// parseHCLSource decodes an HCL document through the JSON path. Its
+// errors carry no line: the JSON they would point into is not the file.
+func parseHCLSource(data []byte) (*source, keyReport, error) {
+	obj, asJSON, err := parseHCL(data)
+	if err != nil {
+		return nil, keyReport{}, err
+	}
+	return decodeSource(obj, asJSON, false)
+}
+
+// decodeSource decodes the JSON form of a document whose generic form is
+// obj into source, and accounts for its keys.
+func decodeSource(obj map[string]any, data []byte, lines bool) (*source, keyReport, error) {
 	var src source
 	if err := json.Unmarshal(data, &src); err != nil {
-		return nil, keyReport{}, describeJSONError(data, err)
+		return nil, keyReport{}, describeJSONError(data, err, lines)
 	}
 	return &src, classify(obj), nil
 }
 
 // describeJSONError turns encoding/json errors into messages that name the
-// key and the line.
-func describeJSONError(data []byte, err error) error {
+// key and, when lines is set, the line.
+func describeJSONError(data []byte, err error, lines bool) error {
 	var typeErr *json.UnmarshalTypeError
 	if errors.As(err, &typeErr) {
 		field := typeErr.Field
 		if field == "" {
 			field = "value"
 		}
-		return fmt.Errorf("%s: expected %s, got %s (line %d)", strings.ToLower(field), typeName(typeErr.Type.String()), typeErr.Value, lineOf(data, typeErr.Offset))
+		msg := fmt.Sprintf("%s: expected %s, got %s", strings.ToLower(field), typeName(typeErr.Type.String()), typeErr.Value)
+		if lines && typeErr.Offset > 0 {
+			msg += fmt.Sprintf(" (line %d)", lineOf(data, typeErr.Offset))
+		}
+		return errors.New(msg)
 	}
 	var syntaxErr *json.SyntaxError
 	if errors.As(err, &syntaxErr) {

@@ -17,6 +17,11 @@ type flagValues struct {
 	// order (Consul merges them in that order; a -config-file may also name
 	// a directory).
 	configPaths []string
+	// configFormat is -config-format: the format of every config file,
+	// whatever its extension ("" reads the extension).
+	configFormat string
+	// hcl are the -hcl fragments, in command-line order.
+	hcl []string
 	// ignored names the Consul flags given that Trellis does not implement.
 	ignored []string
 	// deprecated holds warnings for deprecated flags that were honoured.
@@ -100,10 +105,10 @@ func newFlagSet(fv *flagValues, output io.Writer) *flag.FlagSet {
 	fs.Var(stringSlice{&s.StartJoin}, "join", "Deprecated: use -retry-join. Can be specified multiple times.")
 	fs.Var(stringPtr{&s.RetryInterval}, "retry-interval", "Time to wait between join attempts.")
 	fs.Var(intPtr{&s.RetryMax}, "retry-max", "Maximum number of join attempts. 0 retries indefinitely.")
-	fs.Var(stringSlice{&fv.configPaths}, "config-file", "Path to a JSON config file. Can be specified multiple times.")
-	fs.Var(stringSlice{&fv.configPaths}, "config-dir", "Path to a directory whose *.json files are read in alphabetical order. Can be specified multiple times.")
-	fs.Var(configFormat{}, "config-format", "Config file format; only 'json' is supported.")
-	fs.Var(hclFlag{}, "hcl", "HCL config fragment (not supported by Trellis).")
+	fs.Var(stringSlice{&fv.configPaths}, "config-file", "Path to a config file (.json or .hcl). Can be specified multiple times.")
+	fs.Var(stringSlice{&fv.configPaths}, "config-dir", "Path to a directory whose *.json and *.hcl files are read in alphabetical order. Can be specified multiple times.")
+	fs.Var(configFormat{&fv.configFormat}, "config-format", "Config files are in this format irrespective of their extension: 'hcl' or 'json'.")
+	fs.Var(stringSlice{&fv.hcl}, "hcl", "An HCL config fragment, merged after the config files and flags. Can be specified multiple times.")
 	fs.Var(stringPtr{&s.LogLevel}, "log-level", "Log level of the agent: trace, debug, info, warn or error.")
 	fs.Var(boolPtr{&s.LogJSON}, "log-json", "Output logs in JSON format.")
 
@@ -245,19 +250,20 @@ func (v refusedFlag) Set(s string) error {
 	return nil
 }
 
-type configFormat struct{}
+// configFormat is -config-format, Consul's json or hcl.
+type configFormat struct{ p *string }
 
-func (configFormat) String() string { return "" }
-func (configFormat) Set(s string) error {
-	if s != "json" {
-		return fmt.Errorf("config format %q is not supported: Trellis reads JSON config only", s)
+func (v configFormat) String() string {
+	if v.p == nil {
+		return ""
 	}
-	return nil
+	return *v.p
 }
 
-type hclFlag struct{}
-
-func (hclFlag) String() string { return "" }
-func (hclFlag) Set(string) error {
-	return fmt.Errorf("HCL config fragments are not supported: Trellis reads JSON config only")
+func (v configFormat) Set(s string) error {
+	if s != formatJSON && s != formatHCL {
+		return fmt.Errorf("-config-format must be either 'hcl' or 'json', not %q", s)
+	}
+	*v.p = s
+	return nil
 }

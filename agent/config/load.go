@@ -27,10 +27,14 @@ type LoadOptions struct {
 	// InterfaceAddrs lists the host's addresses, used to pick the
 	// advertise address when binding 0.0.0.0 (default net.InterfaceAddrs).
 	InterfaceAddrs func() ([]net.Addr, error)
+	// ReadOnly leaves the node ID unresolved, so that nothing is written
+	// to the data dir (trellis validate).
+	ReadOnly bool
 }
 
-// Load builds the agent's configuration from Consul-style flags and JSON
-// config files: defaults < -dev overlay < config files in order < flags.
+// Load builds the agent's configuration from Consul-style flags, JSON and
+// HCL config files and -hcl fragments: defaults < -dev overlay < config
+// files in order < flags < -hcl fragments in order (Consul's order).
 //
 // It returns operator warnings (keys Trellis accepts but does not
 // implement, named once on a single line; deprecated keys; risky settings)
@@ -56,9 +60,17 @@ func Load(opts LoadOptions) (*RuntimeConfig, []string, error) {
 	if err != nil {
 		return nil, nil, err
 	}
-	files, err := loadConfigPaths(fv.configPaths, opts.Logger)
+	files, err := loadConfigPaths(fv.configPaths, fv.configFormat, opts.Logger)
 	if err != nil {
 		return nil, nil, err
+	}
+	var fragments []fileSource
+	for i, h := range fv.hcl {
+		fs, err := parseSource(fmt.Sprintf("-hcl fragment %d", i+1), []byte(h), formatHCL)
+		if err != nil {
+			return nil, nil, err
+		}
+		fragments = append(fragments, fs)
 	}
 
 	var invalid, refusedErrs []error
@@ -74,9 +86,12 @@ func Load(opts LoadOptions) (*RuntimeConfig, []string, error) {
 	if fv.dev {
 		merge(merged, devSource())
 	}
-	for i := range files {
-		f := &files[i]
-		opts.Logger.Debug("read config file", "file", f.path)
+	// The flags sit between the files and the -hcl fragments.
+	layers := append(append(append([]*source(nil), sourcesOf(files)...), &fv.src), sourcesOf(fragments)...)
+	reports := append(append([]fileSource(nil), files...), fragments...)
+	for i := range reports {
+		f := &reports[i]
+		opts.Logger.Debug("read config source", "source", f.path)
 		for _, k := range f.keys.invalid {
 			invalid = append(invalid, fmt.Errorf("%w %s in %s", ErrInvalidConfigKey, k, f.path))
 		}
@@ -89,7 +104,6 @@ func Load(opts LoadOptions) (*RuntimeConfig, []string, error) {
 		if len(f.src.StartJoin) > 0 {
 			warnings = append(warnings, fmt.Sprintf("%s: the start_join key is deprecated: use retry_join instead", f.path))
 		}
-		merge(merged, &f.src)
 	}
 	if len(invalid) > 0 {
 		return nil, nil, errors.Join(invalid...)
@@ -97,7 +111,9 @@ func Load(opts LoadOptions) (*RuntimeConfig, []string, error) {
 	if len(refusedErrs) > 0 {
 		return nil, nil, errors.Join(refusedErrs...)
 	}
-	merge(merged, &fv.src)
+	for _, l := range layers {
+		merge(merged, l)
+	}
 
 	if len(ignored) > 0 {
 		names := make([]string, 0, len(ignored))
@@ -119,11 +135,23 @@ func Load(opts LoadOptions) (*RuntimeConfig, []string, error) {
 		rc.ConfigFiles = append(rc.ConfigFiles, f.path)
 	}
 
+	if opts.ReadOnly {
+		return rc, warnings, nil
+	}
 	rc.NodeID, err = resolveNodeID(rc.NodeID, rc.DataDir)
 	if err != nil {
 		return nil, nil, err
 	}
 	return rc, warnings, nil
+}
+
+// sourcesOf returns the layers of parsed files, in order.
+func sourcesOf(files []fileSource) []*source {
+	out := make([]*source, len(files))
+	for i := range files {
+		out[i] = &files[i].src
+	}
+	return out
 }
 
 // err is the start-up error for r, found in where (a file's path).

@@ -256,8 +256,7 @@ func TestLoadErrors(t *testing.T) {
 			[]string{"data_dir cannot be empty", "ports.http", "retry_interval"}},
 		{"unknown flag", []string{"-bogus"}, nil, ErrInvalidFlag, []string{"flag provided but not defined: -bogus"}},
 		{"extra argument", []string{"-dev", "extra"}, nil, ErrInvalidFlag, []string{"unexpected arguments: extra"}},
-		{"hcl flag", []string{"-dev", "-hcl", "a = 1"}, nil, ErrInvalidFlag, []string{"HCL"}},
-		{"config format", []string{"-dev", "-config-format", "hcl"}, nil, ErrInvalidFlag, []string{"only"}},
+		{"config format", []string{"-dev", "-config-format", "yaml"}, nil, ErrInvalidFlag, []string{"-config-format must be either 'hcl' or 'json'"}},
 		{"unknown key", []string{"-dev", "-config-file", "$DIR/c.json"}, map[string]string{"c.json": `{"node_name": "x", "bogus_key": 1, "ports": {"htpp": 1}}`},
 			ErrInvalidConfigKey, []string{"invalid config key bogus_key in", "invalid config key ports.htpp in"}},
 		{"wrong type", []string{"-dev", "-config-file", "$DIR/c.json"}, map[string]string{"c.json": "{\n\"ports\": {\"http\": \"8500\"}}"},
@@ -266,10 +265,8 @@ func TestLoadErrors(t *testing.T) {
 			ErrConfigFile, []string{"must hold a JSON object"}},
 		{"syntax", []string{"-dev", "-config-file", "$DIR/c.json"}, map[string]string{"c.json": "{\n\"a\": }"},
 			ErrConfigFile, []string{"invalid JSON at line 2"}},
-		{"hcl file", []string{"-dev", "-config-file", "$DIR/c.hcl"}, map[string]string{"c.hcl": `server = true`},
-			ErrConfigFile, []string{`extension ".hcl" is not supported`}},
-		{"hcl in dir", []string{"-dev", "-config-dir", "$DIR/d"}, map[string]string{"d/c.hcl": `server = true`},
-			ErrConfigFile, []string{"HCL config files are not supported"}},
+		{"unknown extension", []string{"-dev", "-config-file", "$DIR/c.conf"}, map[string]string{"c.conf": `server = true`},
+			ErrConfigFile, []string{`extension ".conf" is not supported`, "-config-format"}},
 		{"missing file", []string{"-dev", "-config-file", "$DIR/none.json"}, nil, ErrConfigFile, []string{"no such file"}},
 		{"data dir is a file", []string{"-server", "-bootstrap", "-data-dir", "$DIR/f.json"}, map[string]string{"f.json": `{}`},
 			ErrInvalidConfig, []string{"is not a directory"}},
@@ -513,35 +510,56 @@ func TestLoadRefusesProtectionNotProvided(t *testing.T) {
 		args  []string
 		file  string // a.json's content, when not empty
 		wants []string
+		hcl   string // a.hcl's content, when not empty
 	}{
-		{"acl enabled", nil, `{"acl": {"enabled": true, "default_policy": "deny"}}`, []string{"acl.enabled", "ACLs"}},
-		{"legacy acl datacenter", nil, `{"acl_datacenter": "dc1"}`, []string{"acl_datacenter", "ACLs"}},
-		{"gossip key", nil, `{"encrypt": "pUqJrVyVRj5jsiYEkM/tFQYfWyJIv4s3XkvDwy7Cu5s="}`, []string{"encrypt", "gossip encryption"}},
-		{"gossip key flag", []string{"-encrypt", "pUqJrVyVRj5jsiYEkM/tFQYfWyJIv4s3XkvDwy7Cu5s="}, "", []string{"-encrypt", "the command line"}},
-		{"gossip verification", nil, `{"encrypt_verify_incoming": true}`, []string{"encrypt_verify_incoming"}},
-		{"tls block verification", nil, `{"tls": {"defaults": {"verify_incoming": true}}}`, []string{"tls.defaults.verify_incoming", "TLS"}},
+		{"acl enabled", nil, `{"acl": {"enabled": true, "default_policy": "deny"}}`, []string{"acl.enabled", "ACLs"}, ""},
+		{"legacy acl datacenter", nil, `{"acl_datacenter": "dc1"}`, []string{"acl_datacenter", "ACLs"}, ""},
+		{"gossip key", nil, `{"encrypt": "pUqJrVyVRj5jsiYEkM/tFQYfWyJIv4s3XkvDwy7Cu5s="}`, []string{"encrypt", "gossip encryption"}, ""},
+		{"gossip key flag", []string{"-encrypt", "pUqJrVyVRj5jsiYEkM/tFQYfWyJIv4s3XkvDwy7Cu5s="}, "", []string{"-encrypt", "the command line"}, ""},
+		{"gossip verification", nil, `{"encrypt_verify_incoming": true}`, []string{"encrypt_verify_incoming"}, ""},
+		{"tls block verification", nil, `{"tls": {"defaults": {"verify_incoming": true}}}`, []string{"tls.defaults.verify_incoming", "TLS"}, ""},
 		{"tls block material", nil, `{"tls": {"defaults": {"ca_file": "ca.pem", "cert_file": "c.pem", "key_file": "k.pem"}}}`,
-			[]string{"tls.defaults.ca_file", "tls.defaults.cert_file", "tls.defaults.key_file"}},
-		{"tls server hostname", nil, `{"tls": {"internal_rpc": {"verify_server_hostname": true}}}`, []string{"tls.internal_rpc.verify_server_hostname"}},
-		{"tls min version", nil, `{"tls": {"https": {"tls_min_version": "TLSv1_3"}}}`, []string{"tls.https.tls_min_version"}},
+			[]string{"tls.defaults.ca_file", "tls.defaults.cert_file", "tls.defaults.key_file"}, ""},
+		{"tls server hostname", nil, `{"tls": {"internal_rpc": {"verify_server_hostname": true}}}`, []string{"tls.internal_rpc.verify_server_hostname"}, ""},
+		{"tls min version", nil, `{"tls": {"https": {"tls_min_version": "TLSv1_3"}}}`, []string{"tls.https.tls_min_version"}, ""},
 		{"deprecated top-level tls", nil, `{"ca_file": "ca.pem", "verify_outgoing": true, "verify_incoming_rpc": true}`,
-			[]string{"ca_file", "verify_outgoing", "verify_incoming_rpc"}},
-		{"auto_encrypt on a client", nil, `{"auto_encrypt": {"tls": true}}`, []string{"auto_encrypt.tls", "auto_encrypt"}},
-		{"auto_encrypt on a server", nil, `{"auto_encrypt": {"allow_tls": true}}`, []string{"auto_encrypt.allow_tls"}},
-		{"auto_config", nil, `{"auto_config": {"enabled": true, "intro_token": "x"}}`, []string{"auto_config.enabled", "auto_config.intro_token"}},
-		{"write restriction", nil, `{"http_config": {"allow_write_http_from": ["127.0.0.0/8"]}}`, []string{"http_config.allow_write_http_from"}},
-		{"write restriction flag", []string{"-allow-write-http-from", "127.0.0.0/8"}, "", []string{"-allow-write-http-from"}},
-		{"blocked endpoints", nil, `{"http_config": {"block_endpoints": ["/v1/agent/self"]}}`, []string{"http_config.block_endpoints"}},
-		{"serf cidrs", nil, `{"serf_lan_allowed_cidrs": ["127.0.0.0/8"]}`, []string{"serf_lan_allowed_cidrs"}},
-		{"serf cidrs flag", []string{"-serf-lan-allowed-cidrs", "127.0.0.0/8"}, "", []string{"-serf-lan-allowed-cidrs"}},
-		{"case-insensitive", nil, `{"ACL": {"Enabled": true}}`, []string{"acl.enabled"}},
+			[]string{"ca_file", "verify_outgoing", "verify_incoming_rpc"}, ""},
+		{"auto_encrypt on a client", nil, `{"auto_encrypt": {"tls": true}}`, []string{"auto_encrypt.tls", "auto_encrypt"}, ""},
+		{"auto_encrypt on a server", nil, `{"auto_encrypt": {"allow_tls": true}}`, []string{"auto_encrypt.allow_tls"}, ""},
+		{"auto_config", nil, `{"auto_config": {"enabled": true, "intro_token": "x"}}`, []string{"auto_config.enabled", "auto_config.intro_token"}, ""},
+		{"write restriction", nil, `{"http_config": {"allow_write_http_from": ["127.0.0.0/8"]}}`, []string{"http_config.allow_write_http_from"}, ""},
+		{"write restriction flag", []string{"-allow-write-http-from", "127.0.0.0/8"}, "", []string{"-allow-write-http-from"}, ""},
+		{"blocked endpoints", nil, `{"http_config": {"block_endpoints": ["/v1/agent/self"]}}`, []string{"http_config.block_endpoints"}, ""},
+		{"serf cidrs", nil, `{"serf_lan_allowed_cidrs": ["127.0.0.0/8"]}`, []string{"serf_lan_allowed_cidrs"}, ""},
+		{"serf cidrs flag", []string{"-serf-lan-allowed-cidrs", "127.0.0.0/8"}, "", []string{"-serf-lan-allowed-cidrs"}, ""},
+		{"case-insensitive", nil, `{"ACL": {"Enabled": true}}`, []string{"acl.enabled"}, ""},
+		{"hcl: acl enabled", nil, "", []string{"acl.enabled", "ACLs"}, "acl {\n  enabled = true\n  default_policy = \"deny\"\n}"},
+		{"hcl: gossip key", nil, "", []string{"encrypt", "gossip encryption"}, `encrypt = "pUqJrVyVRj5jsiYEkM/tFQYfWyJIv4s3XkvDwy7Cu5s="`},
+		{"hcl: tls block", nil, "", []string{"tls.defaults.verify_incoming", "tls.defaults.ca_file", "TLS"},
+			"tls {\n  defaults {\n    verify_incoming = true\n    ca_file = \"ca.pem\"\n  }\n}"},
+		{"hcl: tls server hostname", nil, "", []string{"tls.internal_rpc.verify_server_hostname"}, `tls { internal_rpc { verify_server_hostname = true } }`},
+		{"hcl: deprecated top-level tls", nil, "", []string{"ca_file", "verify_outgoing"}, "ca_file = \"ca.pem\"\nverify_outgoing = true"},
+		{"hcl: auto_encrypt", nil, "", []string{"auto_encrypt.tls"}, `auto_encrypt { tls = true }`},
+		{"hcl: auto_config", nil, "", []string{"auto_config.enabled"}, `auto_config { enabled = true }`},
+		{"hcl: write restriction", nil, "", []string{"http_config.allow_write_http_from"}, `http_config { allow_write_http_from = ["127.0.0.0/8"] }`},
+		{"hcl: serf cidrs", nil, "", []string{"serf_lan_allowed_cidrs"}, `serf_lan_allowed_cidrs = ["127.0.0.0/8"]`},
+		{"hcl: case-insensitive", nil, "", []string{"acl.enabled"}, `ACL { Enabled = true }`},
+		{"-hcl fragment", []string{"-hcl", `acl { enabled = true }`}, "", []string{"acl.enabled", "-hcl fragment 1"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"-dev"}, tc.args...)
 			var files map[string]string
-			if tc.file != "" {
-				files = map[string]string{"a.json": tc.file}
-				args = append(args, "-config-file", "$DIR/a.json")
+			name := ""
+			switch {
+			case tc.file != "":
+				name = "a.json"
+				files = map[string]string{name: tc.file}
+			case tc.hcl != "":
+				name = "a.hcl"
+				files = map[string]string{name: tc.hcl}
+			}
+			if name != "" {
+				args = append(args, "-config-file", "$DIR/"+name)
 			}
 			rc, _, err := load(t, args, files)
 			if !errors.Is(err, ErrProtectionNotProvided) {
@@ -552,7 +570,7 @@ func TestLoadRefusesProtectionNotProvided(t *testing.T) {
 					t.Errorf("error %q does not name %q", err, w)
 				}
 			}
-			if tc.file != "" && !strings.Contains(err.Error(), "a.json") {
+			if name != "" && !strings.Contains(err.Error(), name) {
 				t.Errorf("error %q does not name the file", err)
 			}
 		})

@@ -98,6 +98,13 @@ type RuntimeConfig struct {
 	// updates, so it changes nothing but is reported in /v1/agent/self.
 	DisableUpdateCheck bool
 
+	// Services are the service definitions of the config sources (their
+	// service and services keys), and Checks their check definitions, in
+	// the order read. The agent registers them at start and again on each
+	// reload, without persisting them: the files are their record.
+	Services []Definition
+	Checks   []Definition
+
 	// ConfigFiles are the files read, in the order they were merged.
 	ConfigFiles []string
 }

@@ -188,6 +188,13 @@ func consulKeys() *keyNode {
 			"test_ca_leaf_root_change_spread":    ignored(),
 		}),
 
+		// Service and check definitions: their content is checked when
+		// the agent registers them, as the HTTP API checks it.
+		"service":  honoured(),
+		"services": honoured(),
+		"check":    honoured(),
+		"checks":   honoured(),
+
 		// Logging.
 		"log_level":            honoured(),
 		"log_json":             honoured(),
@@ -250,7 +257,7 @@ func consulKeys() *keyNode {
 	with(top, ignoredAll(
 		"advertise_addr_ipv4", "advertise_addr_ipv6", "advertise_addr_wan",
 		"advertise_addr_wan_ipv4", "advertise_addr_wan_ipv6", "advertise_reconnect_timeout",
-		"check", "checks", "check_output_max_size", "cloud",
+		"check_output_max_size", "cloud",
 		"dns_config", "domain", "alt_domain", "recursors",
 		"default_query_time", "max_query_time",
 		"disable_coordinates", "disable_host_node_id", "disable_http_unprintable_char_filter",
@@ -263,7 +270,7 @@ func consulKeys() *keyNode {
 		"raft_trailing_logs", "reconnect_timeout_wan", "rejoin_after_leave", "auto_reload_config",
 		"retry_interval_wan", "retry_max_wan", "retry_join_wan",
 		"serf_wan", "server_name",
-		"service", "services", "tagged_addresses", "telemetry", "translate_wan_addrs",
+		"tagged_addresses", "telemetry", "translate_wan_addrs",
 		"ui", "ui_content_path", "ui_dir", "ui_config", "unix_sockets", "watches",
 		"raft_logstore", "use_streaming_backend", "snapshot_agent",
 		"check_deregister_interval_min", "check_reap_interval", "consul",

@@ -48,6 +48,13 @@ type source struct {
 	ACL     aclSource     `json:"acl"`
 	XDS     xdsSource     `json:"xds"`
 
+	// Service and check definitions, in the order read; the agent
+	// registers them (definitions.go).
+	Service  definitions `json:"service"`
+	Services definitions `json:"services"`
+	Check    definitions `json:"check"`
+	Checks   definitions `json:"checks"`
+
 	LogLevel           *string `json:"log_level"`
 	LogJSON            *bool   `json:"log_json"`
 	DisableUpdateCheck *bool   `json:"disable_update_check"`

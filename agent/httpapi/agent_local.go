@@ -94,7 +94,7 @@ func (s *Server) localAgent() (LocalAgent, error) {
 func decodeAgentDefinition(r *http.Request, out any) error {
 	body, err := readBody(r, maxJSONBody)
 	if err == nil {
-		err = decodeJSON(snakeToCamel(body), out)
+		err = structs.DecodeAgentDefinition(body, out)
 	}
 	if err != nil {
 		return badRequest(fmt.Sprintf("Request decode failed: %v", err))

@@ -49,6 +49,8 @@ type Config struct {
 	// Leaver serves /v1/agent/leave and /v1/agent/force-leave; nil answers
 	// them with 501.
 	Leaver Leaver
+	// Reloader serves /v1/agent/reload; nil answers it with 501.
+	Reloader Reloader
 	// LeafCerts serves /v1/agent/connect/ca/leaf/<service> (connect_ca.go);
 	// nil answers it with 500.
 	LeafCerts LeafCerts
@@ -82,6 +84,7 @@ type Server struct {
 	metrics    http.Handler
 	members    Membership
 	leaver     Leaver
+	reloader   Reloader
 	local      LocalAgent
 	// proxyStatus reports xDS streams.
 	proxyStatus ProxyStatuses
@@ -112,6 +115,7 @@ func New(cfg Config) (*Server, error) {
 		metrics:     cfg.Metrics,
 		members:     cfg.Membership,
 		leaver:      cfg.Leaver,
+		reloader:    cfg.Reloader,
 		local:       cfg.Local,
 		proxyStatus: cfg.ProxyStatus,
 		leafCerts:   cfg.LeafCerts,
@@ -148,6 +152,7 @@ func (s *Server) routes() *http.ServeMux {
 	handle("/v1/agent/members", get, s.agentMembers)
 	handle("/v1/agent/join/", put, s.agentJoin)
 	handle("/v1/agent/leave", put, s.agentLeave)
+	handle("/v1/agent/reload", put, s.agentReload)
 	handle("/v1/agent/force-leave/", put, s.agentForceLeave)
 	handle("/v1/agent/services", get, s.agentServices)
 	handle("/v1/agent/service/register", put, s.agentServiceRegister)

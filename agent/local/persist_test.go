@@ -262,3 +262,63 @@ func TestPersistFailureOnFileInPlaceOfDir(t *testing.T) {
 		t.Fatal("Load of an unreadable services dir succeeded")
 	}
 }
+
+// TestConfigRegistrationsAreNotPersisted: definitions from the config
+// files leave nothing in the data dir, and purge what an HTTP
+// registration of the same IDs left there, so that the config is the one
+// record and a service dropped from it does not come back on restart.
+func TestConfigRegistrationsAreNotPersisted(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		httpFirst bool
+	}{
+		{"config only", false},
+		{"config replaces an HTTP registration", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			mod := func(c *Config) { c.DataDir = dir }
+			s1 := newTestState(t, mod)
+			def := webWithSidecar()
+			def.Checks = structs.CheckTypes{{CheckID: "web-ttl", TTL: dur(time.Minute)}}
+			chk := &structs.CheckDefinition{ID: "node-ttl", CheckType: structs.CheckType{Name: "node", TTL: dur(time.Minute)}}
+			if tc.httpFirst {
+				if _, err := s1.RegisterService(def, "", false); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := s1.RegisterCheck(chk, ""); err != nil {
+					t.Fatal(err)
+				}
+				if got := listDir(t, filepath.Join(dir, servicesDir)); len(got) != 2 {
+					t.Fatalf("HTTP registration persisted %q", got)
+				}
+			}
+			res, err := s1.RegisterConfigService(def, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Sidecar == nil || len(res.Checks) < 3 { // web-ttl, the sidecar's two, webWithSidecar's own
+				t.Fatalf("registered %+v", res)
+			}
+			if _, err := s1.RegisterConfigCheck(chk, ""); err != nil {
+				t.Fatal(err)
+			}
+			if s1.Service("web1") == nil || s1.Service("web1-sidecar-proxy") == nil || s1.Check("node-ttl") == nil {
+				t.Fatalf("services %v checks %v", s1.Services(), s1.Checks())
+			}
+			if got := listDir(t, filepath.Join(dir, servicesDir)); len(got) != 0 {
+				t.Errorf("services dir holds %q", got)
+			}
+			if got := listDir(t, filepath.Join(dir, checksDir)); len(got) != 0 {
+				t.Errorf("checks dir holds %q", got)
+			}
+			s2 := newTestState(t, mod)
+			if err := s2.Load(); err != nil {
+				t.Fatal(err)
+			}
+			if len(s2.Services()) != 0 || len(s2.Checks()) != 0 {
+				t.Errorf("a restart restored %v and %v", s2.Services(), s2.Checks())
+			}
+		})
+	}
+}

@@ -31,6 +31,21 @@ type RegisterResult struct {
 // the new definition no longer has; otherwise they stay. Errors: a
 // *ValidationError (ErrInvalid, HTTP 400), ErrNoSidecarPort, ErrPersist.
 func (s *State) RegisterService(def *structs.ServiceDefinition, token string, replaceExistingChecks bool) (*RegisterResult, error) {
+	return s.registerService(def, token, replaceExistingChecks, true)
+}
+
+// RegisterConfigService registers a service definition read from the
+// agent's config files, replacing its checks. Nothing is written to the
+// data dir: the config files, read again at every start and reload, are
+// the service's record. Files that an HTTP registration of the same
+// service (or sidecar, or check) left there are removed, as Consul purges
+// them, so that the config wins and a service later dropped from the
+// config does not come back from the data dir.
+func (s *State) RegisterConfigService(def *structs.ServiceDefinition, token string) (*RegisterResult, error) {
+	return s.registerService(def, token, true, false)
+}
+
+func (s *State) registerService(def *structs.ServiceDefinition, token string, replaceExistingChecks, persist bool) (*RegisterResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	exp, err := ExpandService(def, s.expandOptionsLocked())
@@ -41,7 +56,7 @@ func (s *State) RegisterService(def *structs.ServiceDefinition, token string, re
 	if exp.Sidecar != nil {
 		plans = append(plans, s.planAddLocked(exp.Sidecar, exp.SidecarChecks, token, replaceExistingChecks))
 	}
-	if err := s.persistPlansLocked(plans); err != nil {
+	if err := s.persistPlansLocked(plans, persist); err != nil {
 		return nil, err
 	}
 	res := &RegisterResult{}
@@ -90,7 +105,7 @@ func (s *State) AddService(svc *structs.NodeService, checks []LocalCheck, token 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	p := s.planAddLocked(svc, checks, token, replaceExistingChecks)
-	if err := s.persistPlansLocked([]*addPlan{p}); err != nil {
+	if err := s.persistPlansLocked([]*addPlan{p}, true); err != nil {
 		return err
 	}
 	s.commitAddLocked(p)
@@ -146,16 +161,25 @@ func (s *State) planAddLocked(svc *structs.NodeService, checks []LocalCheck, tok
 	return p
 }
 
-// persistPlansLocked writes the plans' files, all or none.
-func (s *State) persistPlansLocked(plans []*addPlan) error {
+// persistPlansLocked writes the plans' files, all or none; without
+// persist it removes them instead (definitions from the config files).
+func (s *State) persistPlansLocked(plans []*addPlan, persist bool) error {
 	txn := s.newTxn()
 	err := func() error {
 		for _, p := range plans {
-			if err := txn.writeService(s, &serviceEntry{svc: p.svc, token: p.token}); err != nil {
+			if !persist {
+				if err := txn.removeService(s, p.svc.ID); err != nil {
+					return err
+				}
+			} else if err := txn.writeService(s, &serviceEntry{svc: p.svc, token: p.token}); err != nil {
 				return err
 			}
 			for _, c := range p.checks {
-				if err := txn.writeCheck(s, c); err != nil {
+				if !persist {
+					if err := txn.removeCheck(s, c.check.CheckID); err != nil {
+						return err
+					}
+				} else if err := txn.writeCheck(s, c); err != nil {
 					return err
 				}
 			}
@@ -284,7 +308,7 @@ func (s *State) tombstoneCheckLocked(id string) {
 // initial status. Errors: ErrServiceNotFound, ErrPersist, a
 // *ValidationError for a missing CheckID.
 func (s *State) AddCheck(check *structs.HealthCheck, def *structs.CheckType, token string) error {
-	_, err := s.addCheck(check, def, token)
+	_, err := s.addCheck(check, def, token, true)
 	return err
 }
 
@@ -293,14 +317,25 @@ func (s *State) AddCheck(check *structs.HealthCheck, def *structs.CheckType, tok
 // Errors: a *ValidationError (400), ErrServiceNotFound (Consul answers
 // 404 `ServiceID "x" does not exist`), ErrPersist.
 func (s *State) RegisterCheck(def *structs.CheckDefinition, token string) (*CheckState, error) {
+	return s.registerCheck(def, token, true)
+}
+
+// RegisterConfigCheck registers a check definition read from the agent's
+// config files: like RegisterConfigService, nothing is persisted and a
+// file an HTTP registration of the same check left is removed.
+func (s *State) RegisterConfigCheck(def *structs.CheckDefinition, token string) (*CheckState, error) {
+	return s.registerCheck(def, token, false)
+}
+
+func (s *State) registerCheck(def *structs.CheckDefinition, token string, persist bool) (*CheckState, error) {
 	hc, ct, err := CheckFromDefinition(def, s.cfg.NodeName)
 	if err != nil {
 		return nil, err
 	}
-	return s.addCheck(hc, ct, token)
+	return s.addCheck(hc, ct, token, persist)
 }
 
-func (s *State) addCheck(check *structs.HealthCheck, def *structs.CheckType, token string) (*CheckState, error) {
+func (s *State) addCheck(check *structs.HealthCheck, def *structs.CheckType, token string, persist bool) (*CheckState, error) {
 	if check == nil || check.CheckID == "" {
 		return nil, invalid("CheckID", "CheckID missing")
 	}
@@ -335,7 +370,11 @@ func (s *State) addCheck(check *structs.HealthCheck, def *structs.CheckType, tok
 		c.criticalSince = s.now()
 	}
 	txn := s.newTxn()
-	if err := txn.writeCheck(s, c); err != nil {
+	write := txn.writeCheck
+	if !persist {
+		write = func(s *State, c *checkEntry) error { return txn.removeCheck(s, c.check.CheckID) }
+	}
+	if err := write(s, c); err != nil {
 		if rerr := txn.rollback(); rerr != nil {
 			s.logger.Error("failed to roll back check registration", "check", h.CheckID, "error", rerr)
 		}

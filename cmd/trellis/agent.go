@@ -11,8 +11,8 @@ import (
 // newAgent builds the agent for `trellis agent`. It is the only place the
 // binary depends on the agent package, which keeps the CLI testable on its
 // own.
-func newAgent(rc *config.RuntimeConfig, logger *slog.Logger) (cli.Agent, error) {
-	a, err := agent.New(agent.Config{Runtime: rc, Logger: logger})
+func newAgent(rc *config.RuntimeConfig, logger *slog.Logger, reload func() error) (cli.Agent, error) {
+	a, err := agent.New(agent.Config{Runtime: rc, Logger: logger, Reload: reload})
 	if err != nil {
 		return nil, err
 	}

@@ -10,9 +10,12 @@ package main
 import (
 	"os"
 
+	"github.com/trellis-mesh/trellis/agent"
 	"github.com/trellis-mesh/trellis/cmd/trellis/internal/cli"
 )
 
 func main() {
-	os.Exit(cli.Run(os.Args[1:], cli.ProcessEnv(newAgent)))
+	env := cli.ProcessEnv(newAgent)
+	env.ValidateDefinitions = agent.ValidateDefinitions
+	os.Exit(cli.Run(os.Args[1:], env))
 }

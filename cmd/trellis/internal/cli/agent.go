@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -32,10 +33,16 @@ type Agent interface {
 	Failed() <-chan struct{}
 	// Failure is why the agent failed, once Failed is closed.
 	Failure() error
+	// ReloadConfig applies a configuration re-read from the same flags
+	// and files: the services and checks of the config files.
+	ReloadConfig(rc *config.RuntimeConfig) error
 }
 
-// AgentFactory builds the Agent from the loaded configuration.
-type AgentFactory func(rc *config.RuntimeConfig, logger *slog.Logger) (Agent, error)
+// AgentFactory builds the Agent from the loaded configuration. reload
+// re-reads the configuration and applies it (to the agent and to the log
+// level); the agent serves it at PUT /v1/agent/reload, and SIGHUP runs it
+// too.
+type AgentFactory func(rc *config.RuntimeConfig, logger *slog.Logger, reload func() error) (Agent, error)
 
 // Shutdown timing. sdk/testutil sends SIGINT and waits 10 s before it
 // kills the process, so the whole graceful path must fit well within that.
@@ -72,7 +79,7 @@ func (c agentCommand) run(args []string, env *Env) int {
 		fmt.Fprintf(env.Stderr, "==> Error loading configuration:\n%v\n", err)
 		return 1
 	}
-	logger := NewLogger(env.Stderr, rc.Logging)
+	logger, level := newLeveledLogger(env.Stderr, rc.Logging)
 	for _, w := range warnings {
 		logger.Warn(w)
 	}
@@ -85,7 +92,9 @@ func (c agentCommand) run(args []string, env *Env) int {
 	sigs, stop := env.Signals()
 	defer stop()
 
-	a, err := env.NewAgent(rc, logger)
+	var a Agent
+	reload := reloader(args, logger, level, func(rc *config.RuntimeConfig) error { return a.ReloadConfig(rc) })
+	a, err = env.NewAgent(rc, logger, reload)
 	if err != nil {
 		logger.Error("cannot create agent", "error", err)
 		return 1
@@ -110,7 +119,7 @@ func (c agentCommand) run(args []string, env *Env) int {
 			started = true
 		case sig := <-sigs:
 			if sig == syscall.SIGHUP {
-				logger.Warn("configuration reload is not supported; ignoring SIGHUP")
+				logger.Warn("SIGHUP during start-up: the configuration is not reloaded")
 				continue
 			}
 			// If Start has returned meanwhile, the agent runs: handle the
@@ -150,7 +159,10 @@ func (c agentCommand) run(args []string, env *Env) int {
 			}
 		}
 		if sig == syscall.SIGHUP {
-			logger.Warn("configuration reload is not supported; ignoring SIGHUP")
+			logger.Info("caught signal", "signal", sig.String())
+			if err := reload(); err != nil {
+				logger.Error("configuration reload failed", "error", err)
+			}
 			continue
 		}
 		// Consul's keys decide; Trellis defaults both to "leave".
@@ -224,13 +236,48 @@ func (c agentCommand) stop(a Agent, logger *slog.Logger, sigs <-chan os.Signal, 
 	}
 }
 
+// reloader returns the agent command's reload: it loads the configuration
+// again from the same arguments and, if it is valid, hands it to apply and
+// sets the log level it names. Reloads run one at a time.
+func reloader(args []string, logger *slog.Logger, level *slog.LevelVar, apply func(*config.RuntimeConfig) error) func() error {
+	var mu sync.Mutex
+	return func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		logger.Info("reloading configuration")
+		rc, warnings, err := config.Load(config.LoadOptions{Args: args, ReadOnly: true})
+		if err != nil {
+			return fmt.Errorf("failed to load the configuration: %w", err)
+		}
+		for _, w := range warnings {
+			logger.Warn(w)
+		}
+		if err := apply(rc); err != nil {
+			return err
+		}
+		if lv, err := config.ParseLogLevel(rc.Logging.Level); err == nil {
+			level.Set(lv)
+		}
+		logger.Info("configuration reloaded", "log_level", rc.Logging.Level)
+		return nil
+	}
+}
+
 // NewLogger returns the agent's logger: text (or JSON) lines on w at the
 // configured level, with Consul's TRACE level named as such.
 func NewLogger(w io.Writer, l config.Logging) *slog.Logger {
-	level, err := config.ParseLogLevel(l.Level)
+	logger, _ := newLeveledLogger(w, l)
+	return logger
+}
+
+// newLeveledLogger is NewLogger with the level it can be moved to later.
+func newLeveledLogger(w io.Writer, l config.Logging) (*slog.Logger, *slog.LevelVar) {
+	lv, err := config.ParseLogLevel(l.Level)
 	if err != nil {
-		level = slog.LevelInfo
+		lv = slog.LevelInfo
 	}
+	level := &slog.LevelVar{}
+	level.Set(lv)
 	opts := &slog.HandlerOptions{
 		Level: level,
 		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
@@ -243,7 +290,7 @@ func NewLogger(w io.Writer, l config.Logging) *slog.Logger {
 		},
 	}
 	if l.JSON {
-		return slog.New(slog.NewJSONHandler(w, opts))
+		return slog.New(slog.NewJSONHandler(w, opts)), level
 	}
-	return slog.New(slog.NewTextHandler(w, opts))
+	return slog.New(slog.NewTextHandler(w, opts)), level
 }

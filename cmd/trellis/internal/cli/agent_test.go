@@ -28,6 +28,16 @@ type fakeRunner struct {
 	leaveBlock chan struct{} // Leave waits for this (or its context) when set
 	started    chan struct{}
 	failed     chan struct{} // Failed; nil: never fails
+	// reloaded is the configuration of the last ReloadConfig.
+	reloaded *config.RuntimeConfig
+}
+
+func (f *fakeRunner) ReloadConfig(rc *config.RuntimeConfig) error {
+	f.record("reload")
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.reloaded = rc
+	return nil
 }
 
 // failedRunner is an agent whose server failed as soon as it ran.
@@ -118,7 +128,7 @@ func startAgentCmd(t *testing.T, cmd agentCommand, args []string, runner *fakeRu
 	env := &Env{
 		Stdout: &bytes.Buffer{}, Stderr: r.stderr,
 		Getenv: func(string) string { return "" },
-		NewAgent: func(rc *config.RuntimeConfig, _ *slog.Logger) (Agent, error) {
+		NewAgent: func(rc *config.RuntimeConfig, _ *slog.Logger, _ func() error) (Agent, error) {
 			runner.rc = rc
 			return runner, nil
 		},
@@ -212,8 +222,8 @@ func TestAgentSignals(t *testing.T) {
 			[]string{"start", "leave", "shutdown"}},
 		{"SIGTERM leaves when configured", leavingDevArgs(t), []os.Signal{syscall.SIGTERM}, &fakeRunner{}, 0,
 			[]string{"start", "leave", "shutdown"}},
-		{"SIGHUP is ignored", leavingDevArgs(t), []os.Signal{syscall.SIGHUP, syscall.SIGTERM}, &fakeRunner{}, 0,
-			[]string{"start", "leave", "shutdown"}},
+		{"SIGHUP reloads", leavingDevArgs(t), []os.Signal{syscall.SIGHUP, syscall.SIGTERM}, &fakeRunner{}, 0,
+			[]string{"start", "reload", "leave", "shutdown"}},
 		{"leave timing out still shuts down", leavingDevArgs(t), []os.Signal{syscall.SIGINT},
 			&fakeRunner{leaveBlock: make(chan struct{})}, 1, []string{"start", "leave", "shutdown"}},
 		{"a failed agent shuts down, keeps its seat and exits non-zero", leavingDevArgs(t), nil, failedRunner(), 1,
@@ -380,7 +390,7 @@ func TestAgentConfigHandling(t *testing.T) {
 			var stderr bytes.Buffer
 			created := false
 			env := &Env{Stdout: &bytes.Buffer{}, Stderr: &stderr, Getenv: func(string) string { return "" },
-				NewAgent: func(*config.RuntimeConfig, *slog.Logger) (Agent, error) {
+				NewAgent: func(*config.RuntimeConfig, *slog.Logger, func() error) (Agent, error) {
 					created = true
 					return nil, errors.New("unreachable")
 				},
@@ -411,5 +421,41 @@ func TestNewLoggerTrace(t *testing.T) {
 	NewLogger(&b, config.Logging{Level: "warn"}).Info("hidden")
 	if b.Len() != 0 {
 		t.Fatalf("info logged at warn: %s", b.String())
+	}
+}
+
+// TestReloadRereadsFiles: a reload loads the files again from the same
+// arguments, hands the new configuration to the agent and moves the log
+// level; a configuration that no longer loads changes nothing.
+func TestReloadRereadsFiles(t *testing.T) {
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "c.hcl")
+	write := func(content string) {
+		if err := os.WriteFile(cfgFile, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`log_level = "info"` + "\n" + `service { name = "a" }`)
+	args := devArgs(t, "-config-file", cfgFile)
+	var out syncBuffer
+	logger, level := newLeveledLogger(&out, config.Logging{Level: "info"})
+	var got *config.RuntimeConfig
+	reload := reloader(args, logger, level, func(rc *config.RuntimeConfig) error { got = rc; return nil })
+
+	write(`log_level = "debug"` + "\n" + `service { name = "a" }` + "\n" + `service { name = "b" }`)
+	if err := reload(); err != nil {
+		t.Fatal(err)
+	}
+	if got == nil || len(got.Services) != 2 || level.Level() != slog.LevelDebug {
+		t.Fatalf("reloaded %+v, level %v", got, level.Level())
+	}
+
+	got = nil
+	write(`log_level = "loud"`)
+	if err := reload(); err == nil || !strings.Contains(err.Error(), "invalid log level") {
+		t.Fatalf("reload of a bad file = %v", err)
+	}
+	if got != nil || level.Level() != slog.LevelDebug {
+		t.Fatalf("a failed reload applied %+v, level %v", got, level.Level())
 	}
 }

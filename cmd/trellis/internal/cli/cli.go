@@ -16,6 +16,8 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+
+	"github.com/trellis-mesh/trellis/agent/config"
 )
 
 // Env is everything a command touches outside itself.
@@ -28,6 +30,10 @@ type Env struct {
 	// NewAgent builds the agent run by `trellis agent`. Nil makes that
 	// command fail; the client commands do not need it.
 	NewAgent AgentFactory
+	// ValidateDefinitions checks the service and check definitions of a
+	// loaded configuration as the agent would register them, for
+	// `trellis validate`; nil checks only the configuration itself.
+	ValidateDefinitions func(*config.RuntimeConfig) error
 	// Signals subscribes to SIGINT, SIGTERM and SIGHUP for the agent
 	// command and returns the channel and a function that unsubscribes.
 	// Nil uses os/signal.
@@ -97,6 +103,7 @@ func commands() map[string]command {
 		"operator raft":             {"Provides cluster-level tools for Raft", nil},
 		"operator raft list-peers":  {"Display the current Raft peer configuration", runRaftListPeers},
 		"operator raft remove-peer": {"Remove a Trellis server from the Raft configuration", runRaftRemovePeer},
+		"reload":                    {"Triggers the agent to reload configuration files", runReload},
 		"services":                  {"Interact with services", nil},
 		"services deregister":       {"Deregister services with the local agent", runServicesDeregister},
 		"services register":         {"Register services with the local agent", runServicesRegister},
@@ -104,6 +111,7 @@ func commands() map[string]command {
 		"snapshot inspect":          {"Displays information about a Trellis snapshot file", runSnapshotInspect},
 		"snapshot restore":          {"Restores snapshot of Trellis server state", runSnapshotRestore},
 		"snapshot save":             {"Saves snapshot of Trellis server state", runSnapshotSave},
+		"validate":                  {"Validate config files/directories", runValidate},
 		"version":                   {"Prints the Trellis version", runVersion},
 	}
 }

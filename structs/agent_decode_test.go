@@ -1,18 +1,16 @@
-package httpapi
+package structs
 
 import (
 	"encoding/json"
 	"reflect"
 	"testing"
-
-	"github.com/trellis-mesh/trellis/structs"
 )
 
 func TestSnakeCaseRegistration(t *testing.T) {
 	body := `{"name":"web","enable_tag_override":true,"tagged_addresses":{"lan_ipv4":{"address":"10.0.0.1","port":80}},
 		"meta":{"team_name":"a"},"check":{"ttl":"10s","deregister_critical_service_after":"1m"},
 		"connect":{"sidecar_service":{"proxy":{"upstreams":[{"destination_name":"db","local_bind_port":9191,"config":{"connect_timeout_ms":100}}]}}}}`
-	var def structs.ServiceDefinition
+	var def ServiceDefinition
 	if err := json.Unmarshal(snakeToCamel([]byte(body)), &def); err != nil {
 		t.Fatal(err)
 	}

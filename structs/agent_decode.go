@@ -1,10 +1,18 @@
-package httpapi
+package structs
 
 import (
 	"bytes"
 	"encoding/json"
 	"strings"
 )
+
+// DecodeAgentDefinition decodes a service or check definition (a
+// ServiceDefinition or CheckDefinition) the way Consul's agent reads one,
+// from its HTTP API or from a config file: keys in CamelCase or Consul's
+// snake_case, in any case. An *json.UnmarshalTypeError names the field.
+func DecodeAgentDefinition(body []byte, out any) error {
+	return json.NewDecoder(bytes.NewReader(snakeToCamel(body))).Decode(out)
+}
 
 // opaqueKeys name the objects whose keys are the user's own data (service
 // meta, proxy config, HTTP headers, tagged-address names): their keys are
