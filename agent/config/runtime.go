@@ -89,6 +89,10 @@ type RuntimeConfig struct {
 	// (default allow).
 	IntentionDefaultPolicy string
 
+	// DNS configures the DNS interface (domain, alt_domain, recursors,
+	// dns_config); it listens on Addresses.DNS and Ports.DNS.
+	DNS DNS
+
 	// Logging sets the agent's log output.
 	Logging Logging
 
@@ -122,9 +126,11 @@ type Addresses struct {
 	// may be "unix:///path/to/socket".
 	HTTP []string
 	GRPC []string
-	// DNS, HTTPS and GRPCTLS are parsed for compatibility; Trellis has no
-	// such listener yet and warns when they are configured.
-	DNS     []string
+	// DNS is the bind list of the DNS interface, UDP and TCP
+	// (addresses.dns, default Client).
+	DNS []string
+	// HTTPS and GRPCTLS are parsed for compatibility; Trellis has no such
+	// listener yet and warns when they are configured.
 	HTTPS   []string
 	GRPCTLS []string
 }
@@ -140,8 +146,8 @@ type Ports struct {
 	// registered without one (default 21000-21255).
 	SidecarMin int
 	SidecarMax int
+	DNS        int // UDP and TCP; default 8600
 	// Not served by Trellis yet; kept with Consul's defaults.
-	DNS     int // default 8600
 	HTTPS   int // default -1
 	GRPCTLS int // default -1 (Consul 8503, which only serves with TLS)
 	SerfWAN int // default 8302
@@ -170,6 +176,51 @@ type Connect struct {
 	RootCertTTL time.Duration
 }
 
+// DNS is the DNS interface's configuration, with Consul's meaning for
+// each field.
+type DNS struct {
+	// Domain and AltDomain are the zones answered, lower case and fully
+	// qualified ("consul."); AltDomain is "" when unset.
+	Domain    string
+	AltDomain string
+	// Recursors are "ip:port" resolvers for names outside the zones (port
+	// 53 when the configuration gave none); empty refuses such names.
+	Recursors []string
+	// RecursorRandom tries recursors in random order (recursor_strategy
+	// "random") instead of the configured one ("sequential").
+	RecursorRandom  bool
+	RecursorTimeout time.Duration
+	// NodeTTL is the TTL of node answers; ServiceTTL of service answers,
+	// by service name, with "*" and "prefix*" wildcard keys.
+	NodeTTL    time.Duration
+	ServiceTTL map[string]time.Duration
+	// AllowStale lets any server answer; a server whose last contact with
+	// the leader is older than MaxStale is asked again with a consistent
+	// read.
+	AllowStale bool
+	MaxStale   time.Duration
+	// OnlyPassing drops instances with a warning check too (critical ones
+	// are always dropped).
+	OnlyPassing bool
+	// EnableTruncate sets the TC bit on UDP answers that were cut.
+	EnableTruncate bool
+	// UDPAnswerLimit caps the answers of a UDP reply to a client without
+	// EDNS0; ARecordLimit caps A/AAAA/ANY answers everywhere (0: no cap).
+	UDPAnswerLimit int
+	ARecordLimit   int
+	// NodeMetaTXT adds the node's metadata as TXT records to the
+	// additional section of node and SRV answers.
+	NodeMetaTXT        bool
+	DisableCompression bool
+	// SOA holds the SOA record's timers, in seconds.
+	SOA SOA
+}
+
+// SOA is dns_config.soa.
+type SOA struct {
+	Refresh, Retry, Expire, MinTTL uint32
+}
+
 // Logging sets the agent's log output.
 type Logging struct {
 	// Level is one of trace, debug, info, warn, error (normalised to lower
@@ -189,6 +240,19 @@ func (c *RuntimeConfig) HTTPListenAddrs() []string {
 // when it is disabled (port -1).
 func (c *RuntimeConfig) GRPCListenAddrs() []string {
 	return listenAddrs(c.Addresses.GRPC, c.Ports.GRPC)
+}
+
+// DNSListenAddrs returns the "ip:port" addresses of the DNS interface
+// (each bound for UDP and TCP), or nil when it is disabled (port -1).
+// unix:// entries are skipped: DNS is not served on sockets.
+func (c *RuntimeConfig) DNSListenAddrs() []string {
+	var out []string
+	for _, a := range listenAddrs(c.Addresses.DNS, c.Ports.DNS) {
+		if !strings.HasPrefix(a, "unix://") {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // RPCBindAddr is the "ip:port" the server RPC listener binds.

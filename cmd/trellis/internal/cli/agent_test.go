@@ -324,7 +324,7 @@ func TestAgentConfigHandling(t *testing.T) {
 	t.Run("config passed through and warnings logged once", func(t *testing.T) {
 		dir := t.TempDir()
 		cfgFile := filepath.Join(dir, "c.json")
-		os.WriteFile(cfgFile, []byte(`{"ports": {"http": 18500, "dns": 18600}, "telemetry": {"disable_hostname": true}}`), 0o600)
+		os.WriteFile(cfgFile, []byte(`{"ports": {"http": 18500, "https": 18501}, "telemetry": {"disable_hostname": true}}`), 0o600)
 		runner := &fakeRunner{}
 		r := startAgentCmd(t, agentCommand{leaveTimeout: time.Second, shutdownDeadline: time.Second},
 			devArgs(t, "-config-file", cfgFile, "-log-level", "info"), runner)
@@ -340,7 +340,7 @@ func TestAgentConfigHandling(t *testing.T) {
 		if n := strings.Count(out, "not implemented by Trellis"); n != 1 {
 			t.Fatalf("warning line appears %d times:\n%s", n, out)
 		}
-		if !strings.Contains(out, "ports.dns, telemetry") || !strings.Contains(out, "level=WARN") {
+		if !strings.Contains(out, "ports.https, telemetry") || !strings.Contains(out, "level=WARN") {
 			t.Fatalf("stderr:\n%s", out)
 		}
 	})
