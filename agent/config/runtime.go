@@ -176,44 +176,27 @@ type Connect struct {
 	RootCertTTL time.Duration
 }
 
-// DNS is the DNS interface's configuration, with Consul's meaning for
-// each field.
+// DNS is the DNS interface's configuration: Consul's domain, alt_domain,
+// recursors and dns_config keys, resolved. agent/dns.Config says what each
+// does to an answer.
 type DNS struct {
-	// Domain and AltDomain are the zones answered, lower case and fully
-	// qualified ("consul."); AltDomain is "" when unset.
-	Domain    string
-	AltDomain string
-	// Recursors are "ip:port" resolvers for names outside the zones (port
-	// 53 when the configuration gave none); empty refuses such names.
-	Recursors []string
-	// RecursorRandom tries recursors in random order (recursor_strategy
-	// "random") instead of the configured one ("sequential").
-	RecursorRandom  bool
-	RecursorTimeout time.Duration
-	// NodeTTL is the TTL of node answers; ServiceTTL of service answers,
-	// by service name, with "*" and "prefix*" wildcard keys.
-	NodeTTL    time.Duration
-	ServiceTTL map[string]time.Duration
-	// AllowStale lets any server answer; a server whose last contact with
-	// the leader is older than MaxStale is asked again with a consistent
-	// read.
-	AllowStale bool
-	MaxStale   time.Duration
-	// OnlyPassing drops instances with a warning check too (critical ones
-	// are always dropped).
-	OnlyPassing bool
-	// EnableTruncate sets the TC bit on UDP answers that were cut.
-	EnableTruncate bool
-	// UDPAnswerLimit caps the answers of a UDP reply to a client without
-	// EDNS0; ARecordLimit caps A/AAAA/ANY answers everywhere (0: no cap).
-	UDPAnswerLimit int
-	ARecordLimit   int
-	// NodeMetaTXT adds the node's metadata as TXT records to the
-	// additional section of node and SRV answers.
-	NodeMetaTXT        bool
+	Domain    string   // lower case, fully qualified: "consul."
+	AltDomain string   // "" when unset
+	Recursors []string // "ip:port"; port 53 when the setting gave none
+
+	RecursorRandom     bool // recursor_strategy "random" (default "sequential")
+	RecursorTimeout    time.Duration
+	NodeTTL            time.Duration
+	ServiceTTL         map[string]time.Duration // keys as configured, "*" wildcards included
+	AllowStale         bool
+	MaxStale           time.Duration
+	OnlyPassing        bool
+	EnableTruncate     bool
+	UDPAnswerLimit     int
+	ARecordLimit       int
+	NodeMetaTXT        bool // enable_additional_node_meta_txt
 	DisableCompression bool
-	// SOA holds the SOA record's timers, in seconds.
-	SOA SOA
+	SOA                SOA
 }
 
 // SOA is dns_config.soa.
