@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/trellis-mesh/trellis/agent/config"
+	agentdns "github.com/trellis-mesh/trellis/agent/dns"
 	"github.com/trellis-mesh/trellis/agent/httpapi"
 	"github.com/trellis-mesh/trellis/agent/leafcert"
 	"github.com/trellis-mesh/trellis/agent/router"
@@ -63,6 +64,8 @@ type Agent struct {
 	// xds serves Envoy on the gRPC port.
 	xds  *xdsServing
 	http []*http.Server
+	// dns answers Consul's DNS interface on the DNS port (nil when -1).
+	dns *agentdns.Server
 
 	metrics *prometheus.Registry
 
@@ -129,9 +132,12 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	if err := a.startHTTP(); err != nil {
 		return err
 	}
+	if err := a.startDNS(); err != nil {
+		return err
+	}
 	a.gossip.RetryJoin(rc.RetryJoin, rc.Ports.SerfLAN, rc.RetryInterval, rc.RetryMax)
 	a.logger.Info("agent started", "node", rc.NodeName, "datacenter", rc.Datacenter,
-		"server", rc.ServerMode, "http", rc.HTTPListenAddrs(), "version", version.Version)
+		"server", rc.ServerMode, "http", rc.HTTPListenAddrs(), "dns", rc.DNSListenAddrs(), "version", version.Version)
 	return nil
 }
 
@@ -274,6 +280,48 @@ func (a *Agent) startHTTP() error {
 	return nil
 }
 
+// startDNS serves the DNS interface on every DNS address, UDP and TCP,
+// reading through the same RPC as the HTTP API.
+func (a *Agent) startDNS() error {
+	rc := a.rc
+	addrs := rc.DNSListenAddrs()
+	if len(addrs) == 0 {
+		return nil
+	}
+	d := rc.DNS
+	srv, err := agentdns.New(agentdns.Config{
+		RPC:                a,
+		Logger:             a.logger.With("component", "dns"),
+		Datacenter:         rc.Datacenter,
+		Domain:             d.Domain,
+		AltDomain:          d.AltDomain,
+		Recursors:          d.Recursors,
+		RecursorRandom:     d.RecursorRandom,
+		RecursorTimeout:    d.RecursorTimeout,
+		NodeTTL:            d.NodeTTL,
+		ServiceTTL:         d.ServiceTTL,
+		AllowStale:         d.AllowStale,
+		MaxStale:           d.MaxStale,
+		OnlyPassing:        d.OnlyPassing,
+		EnableTruncate:     d.EnableTruncate,
+		UDPAnswerLimit:     d.UDPAnswerLimit,
+		ARecordLimit:       d.ARecordLimit,
+		NodeMetaTXT:        d.NodeMetaTXT,
+		DisableCompression: d.DisableCompression,
+		SOA:                agentdns.SOA(d.SOA),
+	})
+	if err != nil {
+		return err
+	}
+	a.dns = srv
+	for _, addr := range addrs {
+		if err := srv.ListenAndServe(addr); err != nil {
+			return fmt.Errorf("agent: bind DNS %s: %w", addr, err)
+		}
+	}
+	return nil
+}
+
 func listen(addr string) (net.Listener, error) {
 	if len(addr) > len("unix://") && addr[:len("unix://")] == "unix://" {
 		return net.Listen("unix", addr[len("unix://"):])
@@ -358,6 +406,9 @@ func (a *Agent) Shutdown() error {
 			if err := hs.Shutdown(ctx); err != nil {
 				_ = hs.Close()
 			}
+		}
+		if a.dns != nil {
+			a.dns.Shutdown()
 		}
 		if a.xds != nil {
 			a.xds.stop()

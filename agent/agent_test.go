@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/miekg/dns"
 	"go.uber.org/goleak"
 
 	"github.com/trellis-mesh/trellis/agent/config"
@@ -60,7 +61,7 @@ func devArgs(t *testing.T, node string) []string {
 		t.Fatal(err)
 	}
 	args := []string{"-dev", "-node", node}
-	for _, flag := range []string{"-http-port", "-server-port", "-serf-lan-port", "-grpc-port"} {
+	for _, flag := range []string{"-http-port", "-server-port", "-serf-lan-port", "-grpc-port", "-dns-port"} {
 		p, err := ports.Port()
 		if err != nil {
 			t.Fatal(err)
@@ -94,7 +95,7 @@ func waitFor(t *testing.T, what string, fn func() bool) {
 
 func TestDevAgentServesAndStopsCleanly(t *testing.T) {
 	defer goleak.VerifyNone(t, goleak.IgnoreCurrent())
-	_, url, stop := devAgent(t)
+	a, url, stop := devAgent(t)
 	defer stop()
 	{
 		waitFor(t, "a leader", func() bool {
@@ -105,6 +106,14 @@ func TestDevAgentServesAndStopsCleanly(t *testing.T) {
 			_, body := get(t, url+"/v1/health/node/dev1")
 			return strings.Contains(body, `"serfHealth"`) && strings.Contains(body, `"passing"`)
 		})
+		// The DNS interface answers from the same catalog, on UDP and TCP.
+		for _, network := range []string{"udp", "tcp"} {
+			c := &dns.Client{Net: network, Timeout: 5 * time.Second}
+			r, _, err := c.Exchange(new(dns.Msg).SetQuestion("dev1.node.consul.", dns.TypeA), a.rc.DNSListenAddrs()[0])
+			if err != nil || len(r.Answer) != 1 || !strings.HasSuffix(r.Answer[0].String(), "127.0.0.1") {
+				t.Fatalf("DNS over %s: %v %v", network, r, err)
+			}
+		}
 		code, body := get(t, url+"/v1/agent/members")
 		if code != 200 || !strings.Contains(body, `"Name":"dev1"`) {
 			t.Fatalf("members: %d %s", code, body)

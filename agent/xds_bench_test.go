@@ -383,7 +383,7 @@ func startXDSBenchAgent(b *testing.B) (*Agent, *api.Client, *http.Transport, str
 		b.Fatal(err)
 	}
 	args := []string{"-dev", "-node", "dev1"}
-	for _, flag := range []string{"-http-port", "-server-port", "-serf-lan-port", "-grpc-port"} {
+	for _, flag := range []string{"-http-port", "-server-port", "-serf-lan-port", "-grpc-port", "-dns-port"} {
 		p, err := ports.Port()
 		if err != nil {
 			b.Fatal(err)

@@ -185,6 +185,7 @@ func build(s *source, dev bool, opts LoadOptions) (*RuntimeConfig, []string, err
 
 	buildPorts(s, rc, &p)
 	buildAddresses(s, rc, opts, &p)
+	buildDNS(s, rc, &p)
 	if len(p) == 0 {
 		checkPortConflicts(rc, &p)
 	}
@@ -434,7 +435,8 @@ func detectAdvertise(v6 bool, addrs func() ([]net.Addr, error)) (string, error) 
 }
 
 // checkPortConflicts rejects two listeners of Trellis on one address and
-// port. Listeners Trellis does not open (DNS, HTTPS, ...) are not checked.
+// port. Listeners Trellis does not open (HTTPS, ...) are not checked; DNS,
+// which binds both UDP and TCP, is compared with the TCP listeners.
 func checkPortConflicts(rc *RuntimeConfig, p *problems) {
 	type listener struct {
 		name string
@@ -448,6 +450,9 @@ func checkPortConflicts(rc *RuntimeConfig, p *problems) {
 	}
 	if rc.Ports.GRPC > 0 {
 		ls = append(ls, listener{"ports.grpc", rc.Addresses.GRPC, rc.Ports.GRPC})
+	}
+	if rc.Ports.DNS > 0 {
+		ls = append(ls, listener{"ports.dns", rc.Addresses.DNS, rc.Ports.DNS})
 	}
 	overlap := func(a, b string) bool {
 		if strings.HasPrefix(a, "unix://") || strings.HasPrefix(b, "unix://") {

@@ -30,6 +30,17 @@ const (
 	DefaultKVMaxValueSize = 512 * 1024
 	DefaultTxnMaxReqLen   = 512 * 1024
 
+	// The DNS interface's defaults (Consul's): answers from any server,
+	// TTLs of 0, three records in a UDP answer, recursors tried in order.
+	DefaultDomain           = "consul."
+	DefaultDNSMaxStale      = "87600h"
+	DefaultRecursorTimeout  = "2s"
+	DefaultUDPAnswerLimit   = 3
+	DefaultRecursorStrategy = "sequential"
+	DefaultSOARefresh       = 3600
+	DefaultSOARetry         = 600
+	DefaultSOAExpire        = 86400
+
 	// MinReconnectTimeout is Consul's floor for reconnect_timeout.
 	MinReconnectTimeout = "8h"
 )
@@ -80,6 +91,26 @@ func defaultSource() *source {
 			CAConfig: caConfigSource{
 				LeafCertTTL: ptr(DefaultLeafCertTTL),
 				RootCertTTL: ptr(DefaultRootCertTTL),
+			},
+		},
+		Domain: ptr(DefaultDomain),
+		DNSConfig: dnsConfigSource{
+			AllowStale:         ptr(true),
+			MaxStale:           ptr(DefaultDNSMaxStale),
+			NodeTTL:            ptr("0s"),
+			OnlyPassing:        ptr(false),
+			EnableTruncate:     ptr(false),
+			UDPAnswerLimit:     ptr(DefaultUDPAnswerLimit),
+			ARecordLimit:       ptr(0),
+			NodeMetaTXT:        ptr(true),
+			DisableCompression: ptr(false),
+			RecursorStrategy:   ptr(DefaultRecursorStrategy),
+			RecursorTimeout:    ptr(DefaultRecursorTimeout),
+			SOA: dnsSOASource{
+				Refresh: ptr(uint32(DefaultSOARefresh)),
+				Retry:   ptr(uint32(DefaultSOARetry)),
+				Expire:  ptr(uint32(DefaultSOAExpire)),
+				MinTTL:  ptr(uint32(0)),
 			},
 		},
 		LogLevel:           ptr(DefaultLogLevel),

@@ -43,11 +43,11 @@ func ignoredBoolFlags() []string {
 
 func ignoredValueFlags() []string {
 	return []string{
-		"advertise-wan", "alt-domain", "check_output_max_size",
-		"default-query-time", "domain", "join-wan", "log-file",
+		"advertise-wan", "check_output_max_size",
+		"default-query-time", "join-wan", "log-file",
 		"log-rotate-bytes", "log-rotate-duration", "log-rotate-max-files",
 		"max-query-time", "pid-file", "primary-gateway", "protocol", "raft-protocol",
-		"recursor", "retry-interval-wan", "retry-join-wan", "retry-max-wan", "segment",
+		"retry-interval-wan", "retry-join-wan", "retry-max-wan", "segment",
 		"serf-wan-bind",
 		"ui-content-path", "ui-dir",
 	}
@@ -66,7 +66,7 @@ func refusedFlags() map[string]string {
 
 // notServedPortFlags set ports Trellis parses but has no listener for.
 func notServedPortFlags() []string {
-	return []string{"dns-port", "https-port", "grpc-tls-port", "serf-wan-port"}
+	return []string{"https-port", "grpc-tls-port", "serf-wan-port"}
 }
 
 // newFlagSet defines the agent flags with Consul's names over fv.
@@ -92,12 +92,15 @@ func newFlagSet(fv *flagValues, output io.Writer) *flag.FlagSet {
 	fs.Var(stringPtr{&s.BindAddr}, "bind", "Sets the bind address for cluster communication.")
 	fs.Var(stringPtr{&s.AdvertiseAddr}, "advertise", "Sets the advertise address to use.")
 	fs.Var(stringPtr{&s.SerfLANBind}, "serf-lan-bind", "Address to bind Serf LAN listeners to.")
-	fs.Var(stringPtr{&s.ClientAddr}, "client", "Sets the address to bind for client access (HTTP and gRPC).")
+	fs.Var(stringPtr{&s.ClientAddr}, "client", "Sets the address to bind for client access (HTTP, gRPC and DNS).")
 	fs.Var(intPtr{&s.Ports.HTTP}, "http-port", "Sets the HTTP API port to listen on.")
 	fs.Var(intPtr{&s.Ports.GRPC}, "grpc-port", "Sets the gRPC (xDS) port to listen on.")
 	fs.Var(intPtr{&s.Ports.Server}, "server-port", "Sets the server port to listen on.")
 	fs.Var(intPtr{&s.Ports.SerfLAN}, "serf-lan-port", "Sets the Serf LAN port to listen on.")
-	fs.Var(intPtr{&s.Ports.DNS}, "dns-port", "DNS port to use (not served by Trellis yet).")
+	fs.Var(intPtr{&s.Ports.DNS}, "dns-port", "DNS port to use (UDP and TCP); -1 disables the DNS interface.")
+	fs.Var(stringPtr{&s.Domain}, "domain", "Domain to use for DNS interface.")
+	fs.Var(stringPtr{&s.AltDomain}, "alt-domain", "Alternate domain to use for DNS interface.")
+	fs.Var(stringSlice{&s.Recursors}, "recursor", "Address of an upstream DNS server. Can be specified multiple times.")
 	fs.Var(intPtr{&s.Ports.HTTPS}, "https-port", "Sets the HTTPS API port (not served by Trellis yet).")
 	fs.Var(intPtr{&s.Ports.GRPCTLS}, "grpc-tls-port", "Sets the gRPC-TLS port (not served by Trellis yet).")
 	fs.Var(intPtr{&s.Ports.SerfWAN}, "serf-wan-port", "Sets the Serf WAN port (not used by Trellis).")

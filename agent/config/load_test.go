@@ -84,7 +84,9 @@ func TestLoadDefaults(t *testing.T) {
 		Connect:                Connect{Enabled: true, CAProvider: "consul", LeafCertTTL: 72 * time.Hour, RootCertTTL: 87600 * time.Hour},
 		IntentionDefaultPolicy: "allow",
 		XDSUpdateMaxPerSecond:  250,
-		Logging:                Logging{Level: "info"},
+		DNS: DNS{Domain: "consul.", RecursorTimeout: 2 * time.Second, AllowStale: true, MaxStale: 87600 * time.Hour,
+			UDPAnswerLimit: 3, NodeMetaTXT: true, SOA: SOA{Refresh: 3600, Retry: 600, Expire: 86400}},
+		Logging: Logging{Level: "info"},
 	}
 	if !reflect.DeepEqual(rc, want) {
 		t.Fatalf("defaults:\n got %+v\nwant %+v", rc, want)
@@ -325,13 +327,13 @@ func TestLoadWarnings(t *testing.T) {
 		ignored string   // the exact list in the single 'not implemented' line, "" for none
 	}{
 		{"nothing to say", []string{"-dev"}, nil, nil, ""},
-		{"ignored keys and flags, once", []string{"-dev", "-ui", "-encrypt", "", "-dns-port", "8600",
+		{"ignored keys and flags, once", []string{"-dev", "-ui", "-encrypt", "", "-https-port", "8501",
 			"-config-file", "$DIR/a.json", "-config-file", "$DIR/b.json"},
 			map[string]string{
 				"a.json": `{"telemetry": {"statsd_address": "x"}, "acl": {"enabled": false}, "tls": {"defaults": {}}, "segments": null, "version": "1.2.3"}`,
 				"b.json": `{"acl": {"tokens": {"agent": "t"}}, "connect": {"ca_config": {"cluster_id": "11111111-2222-3333-4444-555555555555", "private_key_type": "rsa"}}}`,
 			}, nil,
-			"-dns-port, -ui, acl.tokens.agent, connect.ca_config.private_key_type, telemetry"},
+			"-https-port, -ui, acl.tokens.agent, connect.ca_config.private_key_type, telemetry"},
 		{"settings that only relax protection are accepted", []string{"-dev", "-config-file", "$DIR/a.json"},
 			map[string]string{"a.json": `{"acl": {"enabled": false}, "encrypt": "", "encrypt_verify_incoming": false,
 				"verify_incoming": false, "verify_outgoing": false, "tls": {"defaults": {"verify_incoming": false}, "internal_rpc": {"verify_server_hostname": false}},

@@ -91,6 +91,10 @@ type RuntimeConfig struct {
 	// (default allow).
 	IntentionDefaultPolicy string
 
+	// DNS configures the DNS interface (domain, alt_domain, recursors,
+	// dns_config); it listens on Addresses.DNS and Ports.DNS.
+	DNS DNS
+
 	// Logging sets the agent's log output.
 	Logging Logging
 
@@ -131,9 +135,11 @@ type Addresses struct {
 	// may be "unix:///path/to/socket".
 	HTTP []string
 	GRPC []string
-	// DNS, HTTPS and GRPCTLS are parsed for compatibility; Trellis has no
-	// such listener yet and warns when they are configured.
-	DNS     []string
+	// DNS is the bind list of the DNS interface, UDP and TCP
+	// (addresses.dns, default Client).
+	DNS []string
+	// HTTPS and GRPCTLS are parsed for compatibility; Trellis has no such
+	// listener yet and warns when they are configured.
 	HTTPS   []string
 	GRPCTLS []string
 }
@@ -149,8 +155,8 @@ type Ports struct {
 	// registered without one (default 21000-21255).
 	SidecarMin int
 	SidecarMax int
+	DNS        int // UDP and TCP; default 8600
 	// Not served by Trellis yet; kept with Consul's defaults.
-	DNS     int // default 8600
 	HTTPS   int // default -1
 	GRPCTLS int // default -1 (Consul 8503, which only serves with TLS)
 	SerfWAN int // default 8302
@@ -179,6 +185,34 @@ type Connect struct {
 	RootCertTTL time.Duration
 }
 
+// DNS is the DNS interface's configuration: Consul's domain, alt_domain,
+// recursors and dns_config keys, resolved. agent/dns.Config says what each
+// does to an answer.
+type DNS struct {
+	Domain    string   // lower case, fully qualified: "consul."
+	AltDomain string   // "" when unset
+	Recursors []string // "ip:port"; port 53 when the setting gave none
+
+	RecursorRandom     bool // recursor_strategy "random" (default "sequential")
+	RecursorTimeout    time.Duration
+	NodeTTL            time.Duration
+	ServiceTTL         map[string]time.Duration // keys as configured, "*" wildcards included
+	AllowStale         bool
+	MaxStale           time.Duration
+	OnlyPassing        bool
+	EnableTruncate     bool
+	UDPAnswerLimit     int
+	ARecordLimit       int
+	NodeMetaTXT        bool // enable_additional_node_meta_txt
+	DisableCompression bool
+	SOA                SOA
+}
+
+// SOA is dns_config.soa.
+type SOA struct {
+	Refresh, Retry, Expire, MinTTL uint32
+}
+
 // Logging sets the agent's log output.
 type Logging struct {
 	// Level is one of trace, debug, info, warn, error (normalised to lower
@@ -198,6 +232,19 @@ func (c *RuntimeConfig) HTTPListenAddrs() []string {
 // when it is disabled (port -1).
 func (c *RuntimeConfig) GRPCListenAddrs() []string {
 	return listenAddrs(c.Addresses.GRPC, c.Ports.GRPC)
+}
+
+// DNSListenAddrs returns the "ip:port" addresses of the DNS interface
+// (each bound for UDP and TCP), or nil when it is disabled (port -1).
+// unix:// entries are skipped: DNS is not served on sockets.
+func (c *RuntimeConfig) DNSListenAddrs() []string {
+	var out []string
+	for _, a := range listenAddrs(c.Addresses.DNS, c.Ports.DNS) {
+		if !strings.HasPrefix(a, "unix://") {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // RPCBindAddr is the "ip:port" the server RPC listener binds.

@@ -121,7 +121,7 @@ func consulKeys() *keyNode {
 		"addresses": object(map[string]*keyNode{
 			"http":     honoured(),
 			"grpc":     honoured(),
-			"dns":      ignored(), // no DNS interface yet
+			"dns":      honoured(),
 			"https":    ignored(), // no TLS listener yet
 			"grpc_tls": ignored(),
 		}),
@@ -132,7 +132,7 @@ func consulKeys() *keyNode {
 			"serf_lan":         honoured(),
 			"sidecar_min_port": honoured(),
 			"sidecar_max_port": honoured(),
-			"dns":              ignored(), // no DNS interface yet
+			"dns":              honoured(),
 			"https":            ignored(), // no TLS listener yet
 			"grpc_tls":         ignored(),
 			"serf_wan":         ignored(), // single datacenter: no WAN pool
@@ -251,6 +251,26 @@ func consulKeys() *keyNode {
 		"peering": object(ignoredAll("enabled", "test_allow_peer_registrations")),
 		"xds":     object(map[string]*keyNode{"update_max_per_second": honoured()}),
 		"rpc":     object(ignoredAll("enable_streaming")),
+
+		// The DNS interface (agent/dns).
+		"domain":     honoured(),
+		"alt_domain": honoured(),
+		"recursors":  honoured(),
+		"dns_config": object(with(ignoredAll(
+			// Trellis's DNS reads through the RPC without an agent cache;
+			// namespaces are Enterprise.
+			"use_cache", "cache_max_age", "prefer_namespace",
+		), map[string]*keyNode{
+			"allow_stale": honoured(), "max_stale": honoured(),
+			"node_ttl": honoured(), "service_ttl": honoured(),
+			"only_passing": honoured(), "enable_truncate": honoured(),
+			"udp_answer_limit": honoured(), "a_record_limit": honoured(),
+			"enable_additional_node_meta_txt": honoured(), "disable_compression": honoured(),
+			"recursor_strategy": honoured(), "recursor_timeout": honoured(),
+			"soa": object(map[string]*keyNode{
+				"refresh": honoured(), "retry": honoured(), "expire": honoured(), "min_ttl": honoured(),
+			}),
+		})),
 	}
 
 	// Every other Consul key: accepted, not implemented.
@@ -258,7 +278,6 @@ func consulKeys() *keyNode {
 		"advertise_addr_ipv4", "advertise_addr_ipv6", "advertise_addr_wan",
 		"advertise_addr_wan_ipv4", "advertise_addr_wan_ipv6", "advertise_reconnect_timeout",
 		"check_output_max_size", "cloud",
-		"dns_config", "domain", "alt_domain", "recursors",
 		"default_query_time", "max_query_time",
 		"disable_coordinates", "disable_host_node_id", "disable_http_unprintable_char_filter",
 		"discard_check_output", "discovery_max_stale",

@@ -44,6 +44,11 @@ type source struct {
 	Locality            localitySource    `json:"locality"`
 	Limits              limitsSource      `json:"limits"`
 
+	Domain    *string         `json:"domain"`
+	AltDomain *string         `json:"alt_domain"`
+	Recursors []string        `json:"recursors"`
+	DNSConfig dnsConfigSource `json:"dns_config"`
+
 	Connect connectSource `json:"connect"`
 	ACL     aclSource     `json:"acl"`
 	XDS     xdsSource     `json:"xds"`
@@ -63,9 +68,9 @@ type source struct {
 type addressesSource struct {
 	HTTP *string `json:"http"`
 	GRPC *string `json:"grpc"`
+	DNS  *string `json:"dns"`
 	// Parsed so that the values are validated and kept for when Trellis
 	// serves them; schema.go reports them as not implemented.
-	DNS     *string `json:"dns"`
 	HTTPS   *string `json:"https"`
 	GRPCTLS *string `json:"grpc_tls"`
 }
@@ -77,8 +82,8 @@ type portsSource struct {
 	SerfLAN        *int `json:"serf_lan"`
 	SidecarMinPort *int `json:"sidecar_min_port"`
 	SidecarMaxPort *int `json:"sidecar_max_port"`
+	DNS            *int `json:"dns"`
 	// Not served yet (see schema.go); parsed and validated all the same.
-	DNS     *int `json:"dns"`
 	HTTPS   *int `json:"https"`
 	GRPCTLS *int `json:"grpc_tls"`
 	SerfWAN *int `json:"serf_wan"`
@@ -87,6 +92,31 @@ type portsSource struct {
 type localitySource struct {
 	Region *string `json:"region"`
 	Zone   *string `json:"zone"`
+}
+
+// dnsConfigSource is Consul's dns_config block.
+type dnsConfigSource struct {
+	AllowStale         *bool             `json:"allow_stale"`
+	MaxStale           *string           `json:"max_stale"`
+	NodeTTL            *string           `json:"node_ttl"`
+	ServiceTTL         map[string]string `json:"service_ttl"`
+	OnlyPassing        *bool             `json:"only_passing"`
+	EnableTruncate     *bool             `json:"enable_truncate"`
+	UDPAnswerLimit     *int              `json:"udp_answer_limit"`
+	ARecordLimit       *int              `json:"a_record_limit"`
+	NodeMetaTXT        *bool             `json:"enable_additional_node_meta_txt"`
+	DisableCompression *bool             `json:"disable_compression"`
+	RecursorStrategy   *string           `json:"recursor_strategy"`
+	RecursorTimeout    *string           `json:"recursor_timeout"`
+	SOA                dnsSOASource      `json:"soa"`
+}
+
+// dnsSOASource is dns_config.soa: the SOA record's timers, in seconds.
+type dnsSOASource struct {
+	Refresh *uint32 `json:"refresh"`
+	Retry   *uint32 `json:"retry"`
+	Expire  *uint32 `json:"expire"`
+	MinTTL  *uint32 `json:"min_ttl"`
 }
 
 type performanceSource struct {

@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"cmp"
 	"fmt"
 	"net"
 	"strconv"
@@ -42,15 +43,18 @@ type AgentPorts struct {
 	GRPC    int
 	Server  int
 	SerfLAN int
+	// DNS is the DNS interface's port (UDP and TCP); 0 passes -dns-port
+	// -1, so that no agent takes Consul's default 8600.
+	DNS int
 }
 
-// AllocateAgentPorts takes the four ports of one agent from the allocator.
+// AllocateAgentPorts takes the five ports of one agent from the allocator.
 func AllocateAgentPorts(a *PortAllocator) (AgentPorts, error) {
-	ps, err := a.Ports(4)
+	ps, err := a.Ports(5)
 	if err != nil {
 		return AgentPorts{}, err
 	}
-	return AgentPorts{HTTP: ps[0], GRPC: ps[1], Server: ps[2], SerfLAN: ps[3]}, nil
+	return AgentPorts{HTTP: ps[0], GRPC: ps[1], Server: ps[2], SerfLAN: ps[3], DNS: ps[4]}, nil
 }
 
 // AgentConfig is everything needed to run one `trellis agent`.
@@ -65,7 +69,8 @@ type AgentConfig struct {
 	DataDir string
 	// LogPath receives stdout and stderr.
 	LogPath string
-	// Ports are passed as -http-port, -grpc-port, -server-port, -serf-lan-port.
+	// Ports are passed as -http-port, -grpc-port, -server-port,
+	// -serf-lan-port and -dns-port.
 	Ports AgentPorts
 	// BootstrapExpect is -bootstrap-expect for servers (ignored otherwise).
 	BootstrapExpect int
@@ -103,6 +108,7 @@ func (c AgentConfig) Args() []string {
 		"-grpc-port", strconv.Itoa(c.Ports.GRPC),
 		"-server-port", strconv.Itoa(c.Ports.Server),
 		"-serf-lan-port", strconv.Itoa(c.Ports.SerfLAN),
+		"-dns-port", strconv.Itoa(cmp.Or(c.Ports.DNS, -1)),
 	)
 	for _, j := range c.RetryJoin {
 		args = append(args, "-retry-join", j)
@@ -215,6 +221,15 @@ func (a *Agent) GRPCAddr() string { return hostPort(a.cfg.Ports.GRPC) }
 // ServerAddr returns "127.0.0.1:<server-port>", the address a server reports
 // in /v1/status/leader and /v1/status/peers.
 func (a *Agent) ServerAddr() string { return hostPort(a.cfg.Ports.Server) }
+
+// DNSAddr returns "127.0.0.1:<dns-port>", for UDP and TCP; "" when the
+// agent runs without DNS.
+func (a *Agent) DNSAddr() string {
+	if a.cfg.Ports.DNS == 0 {
+		return ""
+	}
+	return hostPort(a.cfg.Ports.DNS)
+}
 
 // SerfLANAddr returns "127.0.0.1:<serf-lan-port>", what -retry-join takes.
 func (a *Agent) SerfLANAddr() string { return hostPort(a.cfg.Ports.SerfLAN) }

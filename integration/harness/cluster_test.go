@@ -84,7 +84,7 @@ func TestClusterCommandLines(t *testing.T) {
 		if cfg.Node != a.Node() || cfg.Bind != Loopback || cfg.Client != Loopback || cfg.LogLevel != "debug" {
 			t.Errorf("%s: parsed %+v", a.Node(), cfg)
 		}
-		if cfg.HTTPPort != p.HTTP || cfg.GRPCPort != p.GRPC || cfg.ServerPort != p.Server || cfg.SerfLANPort != p.SerfLAN {
+		if cfg.HTTPPort != p.HTTP || cfg.GRPCPort != p.GRPC || cfg.ServerPort != p.Server || cfg.SerfLANPort != p.SerfLAN || cfg.DNSPort != p.DNS || p.DNS == 0 {
 			t.Errorf("%s: ports parsed %+v, want %+v", a.Node(), cfg, p)
 		}
 		if cfg.DataDir != a.DataDir() || a.DataDir() == "" {

@@ -49,6 +49,7 @@ type fakeConfig struct {
 	GRPCPort        int
 	ServerPort      int
 	SerfLANPort     int
+	DNSPort         int
 	RetryJoin       []string
 	LogLevel        string
 	ConfigFiles     []string
@@ -79,6 +80,7 @@ func parseFakeAgent(args []string) (fakeConfig, error) {
 	fs.IntVar(&c.GRPCPort, "grpc-port", 0, "")
 	fs.IntVar(&c.ServerPort, "server-port", 0, "")
 	fs.IntVar(&c.SerfLANPort, "serf-lan-port", 0, "")
+	fs.IntVar(&c.DNSPort, "dns-port", 0, "")
 	fs.Var((*repeated)(&c.RetryJoin), "retry-join", "")
 	fs.StringVar(&c.LogLevel, "log-level", "", "")
 	fs.Var((*repeated)(&c.ConfigFiles), "config-file", "")

@@ -341,7 +341,7 @@ func TestAgentConfigHandling(t *testing.T) {
 	t.Run("config passed through and warnings logged once", func(t *testing.T) {
 		dir := t.TempDir()
 		cfgFile := filepath.Join(dir, "c.json")
-		if err := os.WriteFile(cfgFile, []byte(`{"ports": {"http": 18500, "dns": 18600}, "telemetry": {"disable_hostname": true}}`), 0o600); err != nil {
+		if err := os.WriteFile(cfgFile, []byte(`{"ports": {"http": 18500, "https": 18501}, "telemetry": {"disable_hostname": true}}`), 0o600); err != nil {
 			t.Fatal(err)
 		}
 		runner := &fakeRunner{}
@@ -359,7 +359,7 @@ func TestAgentConfigHandling(t *testing.T) {
 		if n := strings.Count(out, "not implemented by Trellis"); n != 1 {
 			t.Fatalf("warning line appears %d times:\n%s", n, out)
 		}
-		if !strings.Contains(out, "ports.dns, telemetry") || !strings.Contains(out, "level=WARN") {
+		if !strings.Contains(out, "ports.https, telemetry") || !strings.Contains(out, "level=WARN") {
 			t.Fatalf("stderr:\n%s", out)
 		}
 	})

@@ -1,0 +1,235 @@
+package dns
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"net/netip"
+	"strings"
+
+	mdns "github.com/miekg/dns"
+
+	"github.com/trellis-mesh/trellis/structs"
+)
+
+// errNotFound: the name does not exist (NXDOMAIN).
+var errNotFound = errors.New("dns: name not found")
+
+// queryArgs and queryReply are what every catalog read's arguments and
+// reply embed.
+type queryArgs interface{ QueryOpts() *structs.QueryOptions }
+type queryReply interface{ Meta() *structs.QueryMeta }
+
+// read makes a catalog read with dns_config's consistency: stale when
+// allowed, and again from the leader when the answering server had not
+// heard from it for longer than max_stale.
+func read[A, R any, PA interface {
+	*A
+	queryArgs
+}, PR interface {
+	*R
+	queryReply
+}](ctx context.Context, s *Server, m structs.Method[A, R], args PA) (PR, error) {
+	opts := args.QueryOpts()
+	opts.Datacenter = s.cfg.Datacenter
+	opts.AllowStale = s.cfg.AllowStale
+	reply := PR(new(R))
+	if err := m.Call(ctx, s.cfg.RPC, (*A)(args), (*R)(reply)); err != nil {
+		return nil, err
+	}
+	if opts.AllowStale && reply.Meta().LastContact > s.cfg.MaxStale {
+		opts.AllowStale = false
+		reply = PR(new(R))
+		if err := m.Call(ctx, s.cfg.RPC, (*A)(args), (*R)(reply)); err != nil {
+			return nil, err
+		}
+	}
+	return reply, nil
+}
+
+// answerZone answers a question in zone (the domain or the alt domain).
+func (s *Server) answerZone(ctx context.Context, req *mdns.Msg, zone string) *mdns.Msg {
+	q := req.Question[0]
+	resp := new(mdns.Msg).SetReply(req)
+	resp.Authoritative = true
+	resp.RecursionAvailable = len(s.cfg.Recursors) > 0
+	qname := strings.ToLower(q.Name)
+	pq, ok := parseQuestion(qname, zone)
+	var err error
+	switch {
+	case !ok || pq.dc != "" && pq.dc != strings.ToLower(s.cfg.Datacenter):
+		// Trellis runs one datacenter: any other has no names.
+		err = errNotFound
+	case pq.kind == kindApex:
+		if q.Qtype == mdns.TypeSOA || q.Qtype == mdns.TypeANY {
+			resp.Answer = append(resp.Answer, s.soa(zone))
+		}
+	case pq.kind == kindService, pq.kind == kindConnect, pq.kind == kindIngress:
+		err = s.serviceLookup(ctx, resp, pq, zone)
+	case pq.kind == kindNode:
+		err = s.nodeLookup(ctx, resp, pq)
+	case pq.kind == kindAddr:
+		err = s.addrLookup(resp, pq)
+	default:
+		// Prepared queries and virtual services do not exist yet.
+		err = errNotFound
+	}
+	switch {
+	case errors.Is(err, errNotFound), errors.Is(err, structs.ErrNoDCPath):
+		resp.Rcode = mdns.RcodeNameError
+	case err != nil:
+		s.logger.Warn("DNS lookup failed", "name", q.Name, "error", err)
+		resp.Rcode = mdns.RcodeServerFailure
+		return resp
+	}
+	if len(resp.Answer) == 0 {
+		// NXDOMAIN or no data: the SOA tells resolvers how long to cache
+		// the absence.
+		resp.Ns = append(resp.Ns, s.soa(zone))
+	}
+	return resp
+}
+
+// serviceLookup answers a service, Connect or ingress question with the
+// instances that are not critical (and, with only_passing, not warning
+// either), in random order.
+func (s *Server) serviceLookup(ctx context.Context, resp *mdns.Msg, pq question, zone string) error {
+	args := &structs.ServiceSpecificRequest{
+		ServiceName: pq.name,
+		Connect:     pq.kind == kindConnect,
+		Ingress:     pq.kind == kindIngress,
+	}
+	if pq.tag != "" {
+		args.ServiceTags, args.TagFilter = []string{pq.tag}, true
+	}
+	reply, err := read(ctx, s, structs.MethodHealthServiceNodes, args)
+	if err != nil {
+		return err
+	}
+	nodes := healthy(reply.Nodes, s.cfg.OnlyPassing)
+	if len(nodes) == 0 {
+		return errNotFound
+	}
+	rand.Shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] }) //nolint:gosec // spreading load over instances needs no unpredictability
+	ttl := ttlSeconds(s.serviceTTL.lookup(pq.name))
+	q := resp.Question[0]
+	if q.Qtype == mdns.TypeSRV {
+		s.srvRecords(resp, nodes, ttl, zone)
+		return nil
+	}
+	seen := map[string]bool{}
+	for _, n := range nodes {
+		addr := instanceAddr(n)
+		if seen[addr] {
+			continue
+		}
+		seen[addr] = true
+		resp.Answer = append(resp.Answer, addrRecords(q.Name, q.Qtype, addr, ttl)...)
+	}
+	return nil
+}
+
+// healthy keeps the instances Consul's DNS returns: no critical (or
+// maintenance) check, and with onlyPassing no warning either.
+func healthy(nodes structs.CheckServiceNodes, onlyPassing bool) structs.CheckServiceNodes {
+	out := make(structs.CheckServiceNodes, 0, len(nodes))
+next:
+	for _, n := range nodes {
+		if n.Node == nil || n.Service == nil {
+			continue
+		}
+		for _, c := range n.Checks {
+			failing := c.Status == structs.HealthCritical || c.Status == structs.HealthMaint
+			if failing || onlyPassing && c.Status != structs.HealthPassing {
+				continue next
+			}
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// instanceAddr is where an instance is reached: its service address, or
+// its node's.
+func instanceAddr(n structs.CheckServiceNode) string {
+	if n.Service.Address != "" {
+		return n.Service.Address
+	}
+	return n.Node.Address
+}
+
+// nodeLookup answers a node question with the node's address and, for
+// TXT and ANY (or with enable_additional_node_meta_txt), its metadata.
+func (s *Server) nodeLookup(ctx context.Context, resp *mdns.Msg, pq question) error {
+	reply, err := read(ctx, s, structs.MethodCatalogNodeServices, &structs.NodeSpecificRequest{Node: pq.name})
+	if err != nil {
+		return err
+	}
+	if reply.NodeServices == nil || reply.NodeServices.Node == nil {
+		return errNotFound
+	}
+	node := reply.NodeServices.Node
+	q := resp.Question[0]
+	ttl := ttlSeconds(s.cfg.NodeTTL)
+	resp.Answer = append(resp.Answer, addrRecords(q.Name, q.Qtype, node.Address, ttl)...)
+	switch {
+	case q.Qtype == mdns.TypeTXT || q.Qtype == mdns.TypeANY:
+		resp.Answer = append(resp.Answer, metaTXT(q.Name, node.Meta, ttl)...)
+	case s.cfg.NodeMetaTXT && len(resp.Answer) > 0:
+		resp.Extra = append(resp.Extra, metaTXT(q.Name, node.Meta, ttl)...)
+	}
+	return nil
+}
+
+// addrLookup answers the <hex>.addr names that SRV answers point at.
+func (s *Server) addrLookup(resp *mdns.Msg, pq question) error {
+	ip, ok := parseAddrName(pq.name)
+	if !ok {
+		return errNotFound
+	}
+	q := resp.Question[0]
+	resp.Answer = append(resp.Answer, addrRecords(q.Name, q.Qtype, ip.String(), ttlSeconds(s.cfg.NodeTTL))...)
+	return nil
+}
+
+// answerPTR answers a reverse question with the nodes at that address.
+// It returns nil when no node has it and the recursors should answer.
+func (s *Server) answerPTR(ctx context.Context, req *mdns.Msg) *mdns.Msg {
+	q := req.Question[0]
+	resp := new(mdns.Msg).SetReply(req)
+	resp.Authoritative = true
+	resp.RecursionAvailable = len(s.cfg.Recursors) > 0
+	if ip, ok := parseReverse(strings.ToLower(q.Name)); ok {
+		reply, err := read(ctx, s, structs.MethodCatalogListNodes, &structs.DCSpecificRequest{})
+		if err != nil {
+			s.logger.Warn("DNS lookup failed", "name", q.Name, "error", err)
+			resp.Rcode = mdns.RcodeServerFailure
+			return resp
+		}
+		found := false
+		for _, n := range reply.Nodes {
+			if a, err := netip.ParseAddr(n.Address); err != nil || a.Unmap() != ip.Unmap() {
+				continue
+			}
+			found = true
+			if q.Qtype == mdns.TypePTR || q.Qtype == mdns.TypeANY {
+				resp.Answer = append(resp.Answer, &mdns.PTR{
+					Hdr: mdns.RR_Header{Name: q.Name, Rrtype: mdns.TypePTR, Class: mdns.ClassINET, Ttl: ttlSeconds(s.cfg.NodeTTL)},
+					Ptr: nodeTarget(n.Node, s.cfg.Datacenter, s.cfg.Domain),
+				})
+			}
+		}
+		if found {
+			if len(resp.Answer) == 0 {
+				resp.Ns = append(resp.Ns, s.soa(s.cfg.Domain))
+			}
+			return resp
+		}
+	}
+	if len(s.cfg.Recursors) > 0 {
+		return nil
+	}
+	resp.Rcode = mdns.RcodeNameError
+	resp.Ns = append(resp.Ns, s.soa(s.cfg.Domain))
+	return resp
+}
