@@ -225,6 +225,9 @@ func (tx *writeTxn) deleteNode(name string) error {
 	if err := tx.deleteIndexKey(nodeIndexKey(n.Node)); err != nil {
 		return err
 	}
+	if err := tx.deleteNodeCoordinates(n.Node); err != nil {
+		return err
+	}
 	sessions, err := sessionsOnNode(tx.Txn, nil, n.Node)
 	if err != nil {
 		return err
