@@ -32,7 +32,9 @@ func TestCoordinateEndpoints(t *testing.T) {
 		},
 		{
 			name: "no coordinates is an empty list", path: "/v1/coordinate/nodes",
-			setup:    func(f *fakeRPC, _ *Config) { f.replies["Coordinate.ListNodes"] = structs.IndexedCoordinates{QueryMeta: meta(3)} },
+			setup: func(f *fakeRPC, _ *Config) {
+				f.replies["Coordinate.ListNodes"] = structs.IndexedCoordinates{QueryMeta: meta(3)}
+			},
 			wantCode: 200, wantBody: `[]`, anyCalls: true,
 		},
 		{
@@ -44,7 +46,9 @@ func TestCoordinateEndpoints(t *testing.T) {
 		},
 		{
 			name: "a node without coordinates is 404 with no body", path: "/v1/coordinate/node/nope",
-			setup:    func(f *fakeRPC, _ *Config) { f.replies["Coordinate.Node"] = structs.IndexedCoordinates{QueryMeta: meta(3)} },
+			setup: func(f *fakeRPC, _ *Config) {
+				f.replies["Coordinate.Node"] = structs.IndexedCoordinates{QueryMeta: meta(3)}
+			},
 			wantCode: 404, wantBody: "", anyCalls: true, wantHeaders: map[string]string{"X-Consul-Index": "3"},
 		},
 		{
@@ -73,13 +77,17 @@ func TestCoordinateEndpoints(t *testing.T) {
 		},
 		{
 			name: "near=_agent is this agent's node", path: "/v1/health/service/web?near=_agent",
-			setup:    func(f *fakeRPC, _ *Config) { f.replies["Health.ServiceNodes"] = structs.IndexedCheckServiceNodes{QueryMeta: meta(2)} },
+			setup: func(f *fakeRPC, _ *Config) {
+				f.replies["Health.ServiceNodes"] = structs.IndexedCheckServiceNodes{QueryMeta: meta(2)}
+			},
 			wantCode: 200, wantBody: `[]`,
 			wantCalls: []rpcCall{{Method: "Health.ServiceNodes", Args: structs.ServiceSpecificRequest{ServiceName: "web", Source: near(testNode), QueryOptions: qo()}}},
 		},
 		{
 			name: "near on catalog service", path: "/v1/catalog/service/web?near=n2",
-			setup:    func(f *fakeRPC, _ *Config) { f.replies["Catalog.ServiceNodes"] = structs.IndexedServiceNodes{QueryMeta: meta(2)} },
+			setup: func(f *fakeRPC, _ *Config) {
+				f.replies["Catalog.ServiceNodes"] = structs.IndexedServiceNodes{QueryMeta: meta(2)}
+			},
 			wantCode: 200, wantBody: `[]`,
 			wantCalls: []rpcCall{{Method: "Catalog.ServiceNodes", Args: structs.ServiceSpecificRequest{ServiceName: "web", Source: near("n2"), QueryOptions: qo()}}},
 		},
