@@ -104,17 +104,11 @@ func (s *Server) eventList(w http.ResponseWriter, r *http.Request) (any, error) 
 	}
 }
 
-// eventIndex is Consul's index of an event list whose newest event has
-// the given ID: the XOR of the two halves of the UUID's hex digits. A
-// malformed ID (never made by this agent) gives 1, never 0.
+// eventIndex is the list's X-Consul-Index for its newest event: never 0,
+// which a client would not block on.
 func eventIndex(id string) uint64 {
-	if len(id) != 36 {
-		return 1
+	if idx := structs.UserEventIndex(id); idx != 0 {
+		return idx
 	}
-	lo, err1 := strconv.ParseUint(id[0:8]+id[9:13]+id[14:18], 16, 64)
-	hi, err2 := strconv.ParseUint(id[19:23]+id[24:36], 16, 64)
-	if err1 != nil || err2 != nil || lo^hi == 0 {
-		return 1
-	}
-	return lo ^ hi
+	return 1
 }
