@@ -23,8 +23,10 @@ import (
 	"github.com/trellis-mesh/trellis/agent/httpapi"
 	"github.com/trellis-mesh/trellis/agent/leafcert"
 	"github.com/trellis-mesh/trellis/agent/router"
+	"github.com/trellis-mesh/trellis/agent/userevent"
 	"github.com/trellis-mesh/trellis/gossip"
 	"github.com/trellis-mesh/trellis/server"
+	"github.com/trellis-mesh/trellis/structs"
 	"github.com/trellis-mesh/trellis/version"
 )
 
@@ -69,6 +71,12 @@ type Agent struct {
 
 	metrics *prometheus.Registry
 
+	// codec encodes user events; events is the ring of those received.
+	codec  *structs.Codec
+	events *userevent.Buffer
+	// stopCoordinates ends the coordinate reports (coordinate.go).
+	stopCoordinates context.CancelFunc
+
 	wg       sync.WaitGroup
 	stopOnce sync.Once
 }
@@ -81,7 +89,8 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Agent{rc: cfg.Runtime, logger: cfg.Logger, reload: cfg.Reload, metrics: newRegistry()}, nil
+	return &Agent{rc: cfg.Runtime, logger: cfg.Logger, reload: cfg.Reload, metrics: newRegistry(),
+		codec: structs.NewCodec(), events: userevent.NewBuffer(userevent.DefaultBufferSize)}, nil
 }
 
 // Start binds every listener, starts the server (if any), gossip and the
@@ -135,6 +144,7 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	if err := a.startDNS(); err != nil {
 		return err
 	}
+	a.startCoordinates()
 	a.gossip.RetryJoin(rc.RetryJoin, rc.Ports.SerfLAN, rc.RetryInterval, rc.RetryMax)
 	a.logger.Info("agent started", "node", rc.NodeName, "datacenter", rc.Datacenter,
 		"server", rc.ServerMode, "http", rc.HTTPListenAddrs(), "dns", rc.DNSListenAddrs(), "version", version.Version)
@@ -167,7 +177,10 @@ func (a *Agent) startServer() error {
 		SessionTTLMin:          rc.SessionTTLMin,
 		DefaultIntentionPolicy: rc.IntentionDefaultPolicy,
 		Membership:             &a.members,
+		Coordinates:            &a.members,
 		Metrics:                a.metrics,
+		// As Consul's -dev: coordinates show up within a report interval.
+		CoordinateUpdatePeriod: devDuration(rc.DevMode, 100*time.Millisecond),
 	})
 	if err != nil {
 		_ = ln.Close()
@@ -175,6 +188,14 @@ func (a *Agent) startServer() error {
 	}
 	a.server = srv
 	return nil
+}
+
+// devDuration is d in -dev and zero (the component's default) otherwise.
+func devDuration(dev bool, d time.Duration) time.Duration {
+	if dev {
+		return d
+	}
+	return 0
 }
 
 func (a *Agent) startGossip() error {
@@ -211,6 +232,10 @@ func (a *Agent) startGossip() error {
 }
 
 func (a *Agent) onSerfEvent(ev serf.Event) {
+	if ue, ok := ev.(serf.UserEvent); ok {
+		a.handleUserEvent(ue) // events.go
+		return
+	}
 	me, ok := ev.(serf.MemberEvent)
 	if !ok {
 		return
@@ -256,6 +281,7 @@ func (a *Agent) startHTTP() error {
 		Metrics:           metricsHandler(a.metrics),
 		Local:             a.local,
 		ProxyStatus:       a,
+		Events:            a,
 		LeafCerts:         leafCerts,
 		ConnectAuthorizer: authorizer,
 	})
@@ -398,6 +424,9 @@ func (a *Agent) Failure() error {
 func (a *Agent) Shutdown() error {
 	var errs []error
 	a.stopOnce.Do(func() {
+		if a.stopCoordinates != nil {
+			a.stopCoordinates()
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		for _, hs := range a.http {

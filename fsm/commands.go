@@ -24,6 +24,8 @@ func commandTable() map[structs.MessageType]applyFunc {
 		structs.ConfigEntryRequestType: applyConfigEntry, // config_entry.go
 
 		structs.DedupRequestType: applyDedup, // dedup.go
+
+		structs.CoordinateBatchUpdateType: applyCoordinateBatchUpdate, // coordinates.go
 	}
 }
 

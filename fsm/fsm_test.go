@@ -148,6 +148,7 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	src := New(Config{})
 	last := populateConfigEntries(t, src, populate(t, src)+1) // config_entry_test.go
 	populateDedup(t, src, last+1)                             // dedup_test.go
+	populateCoordinates(t, src, last+3)                       // coordinates_test.go
 	data := snapshotBytes(t, src)
 
 	dst := New(Config{})
@@ -206,6 +207,12 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 	check("applied requests", r1, r2, e1, e2)
 	if len(r1) == 0 {
 		t.Error("expected applied requests in the snapshot")
+	}
+	co1, e1 := a.Coordinates()
+	co2, e2 := b.Coordinates()
+	check("coordinates", co1, co2, e1, e2)
+	if len(co1) == 0 {
+		t.Error("expected coordinates in the snapshot")
 	}
 	i1, e1 := a.Indexes()
 	i2, e2 := b.Indexes()

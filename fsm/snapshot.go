@@ -18,9 +18,10 @@ import (
 // guessing at its records.
 const (
 	snapshotMagic = "trellis-fsm-snapshot"
-	// Version 2 added the applied-request records (dedup.go); version 1
-	// streams, which have none, still restore.
-	snapshotVersion = 2
+	// Version 2 added the applied-request records (dedup.go), version 3
+	// the coordinate records (coordinates.go); older streams, which have
+	// none, still restore.
+	snapshotVersion = 3
 )
 
 // ErrSnapshotFormat is returned when a snapshot stream is not one this
@@ -142,6 +143,9 @@ func (s *snapshot) write(enc *codec.Encoder) error {
 		if err := put(recordTombstone, t); err != nil {
 			return err
 		}
+	}
+	if err := writeCoordinates(s.snap, put); err != nil { // coordinates.go
+		return err
 	}
 	if err := writeConnectCA(s.snap, put); err != nil { // connect_ca.go
 		return err
@@ -265,6 +269,8 @@ func (f *FSM) restoreRecord(r *state.Restore, t recordType, dec *codec.Decoder) 
 		return restoreConfigEntry(r, dec)
 	case recordAppliedRequest: // dedup.go
 		return restoreAppliedRequest(r, dec)
+	case recordCoordinates: // coordinates.go
+		return restoreCoordinates(r, dec)
 	case recordIndex:
 		var i state.IndexEntry
 		if err := decodeSafe(dec, &i); err != nil {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/serf/coordinate"
 	"github.com/hashicorp/serf/serf"
 )
 
@@ -74,6 +75,9 @@ func New(cfg Config) (*Gossip, error) {
 	sc.ReconnectTimeout = cfg.ReconnectTimeout
 	sc.EnableNameConflictResolution = true
 	sc.LeavePropagateDelay = time.Second
+	// Network coordinates (Vivaldi, from the probes' round trips) feed
+	// /v1/coordinate and ?near= sorting.
+	sc.DisableCoordinates = false
 	stdLog := log.New(&levelWriter{logger: cfg.Logger.With("component", "serf")}, "", 0)
 	sc.Logger = stdLog
 	mc := memberlist.DefaultLANConfig()
@@ -177,6 +181,22 @@ func (g *Gossip) RetryJoin(addrs []string, defaultPort int, interval time.Durati
 	}()
 }
 
+// UserEvent broadcasts a user event to every member (this one included),
+// without coalescing. Serf refuses a name and payload over its size limit
+// (512 bytes by default, as in Consul).
+func (g *Gossip) UserEvent(name string, payload []byte) error {
+	return g.serf.UserEvent(name, payload, false)
+}
+
+// Coordinate is this member's network coordinate.
+func (g *Gossip) Coordinate() (*coordinate.Coordinate, error) { return g.serf.GetCoordinate() }
+
+// CachedCoordinate is the latest coordinate heard from another member, if
+// any.
+func (g *Gossip) CachedCoordinate(node string) (*coordinate.Coordinate, bool) {
+	return g.serf.GetCachedCoordinate(node)
+}
+
 // Leave tells the cluster this member is leaving on purpose.
 func (g *Gossip) Leave() error { return g.serf.Leave() }
 
@@ -229,4 +249,23 @@ func (h *Holder) Members() []serf.Member {
 		return g.Members()
 	}
 	return nil
+}
+
+// ErrNotStarted is returned by Holder reads before Set.
+var ErrNotStarted = errors.New("gossip: not started")
+
+// Coordinate is the member's own coordinate, or ErrNotStarted before Set.
+func (h *Holder) Coordinate() (*coordinate.Coordinate, error) {
+	if g := h.p.Load(); g != nil {
+		return g.Coordinate()
+	}
+	return nil, ErrNotStarted
+}
+
+// CachedCoordinate is another member's latest coordinate; none before Set.
+func (h *Holder) CachedCoordinate(node string) (*coordinate.Coordinate, bool) {
+	if g := h.p.Load(); g != nil {
+		return g.CachedCoordinate(node)
+	}
+	return nil, false
 }

@@ -55,6 +55,8 @@ type agentClusterConfig struct {
 	// config file passed to every client with -config-file (Consul's keys,
 	// such as ae_interval).
 	clientConfig map[string]any
+	// serverConfig is merged the same way into the servers' config file.
+	serverConfig map[string]any
 }
 
 // startAgentCluster starts cfg.servers fast-raft servers and cfg.clients clients,
@@ -67,11 +69,13 @@ func startAgentCluster(t *testing.T, cfg agentClusterConfig) (*harness.Cluster, 
 		Ports:   newPorts(t),
 		Servers: cmp.Or(cfg.servers, 3),
 		Clients: cfg.clients,
-		ServerArgs: configFile(t, "raft-fast.json", map[string]any{
-			"performance":    map[string]any{"raft_multiplier": 1},
-			"retry_interval": joinRetryInterval,
-		}),
 	}
+	serverConfig := map[string]any{
+		"performance":    map[string]any{"raft_multiplier": 1},
+		"retry_interval": joinRetryInterval,
+	}
+	maps.Copy(serverConfig, cfg.serverConfig)
+	cc.ServerArgs = configFile(t, "raft-fast.json", serverConfig)
 	// Every agent starts at once, so a client's first join attempt often
 	// finds no server listening yet; Consul's default retry_interval (30 s)
 	// would then hold it outside the cluster for half a minute.

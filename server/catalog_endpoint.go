@@ -77,7 +77,11 @@ func (s *Server) catalogDeregister(ctx context.Context, args *structs.Deregister
 func (s *Server) catalogListNodes(ctx context.Context, args *structs.DCSpecificRequest, reply *structs.IndexedNodes) error {
 	return s.blockingQuery(ctx, &args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, st *state.Store) error {
 		idx, nodes, err := st.Nodes(ws, args.NodeMetaFilters)
-		reply.Index, reply.Nodes = idx, nodes
+		if err != nil {
+			return err
+		}
+		reply.Index = idx
+		reply.Nodes, err = sortByRTT(st, args.Source, nodes, func(n *structs.Node) string { return n.Node })
 		return err
 	})
 }
@@ -111,7 +115,12 @@ func (s *Server) catalogServiceNodes(ctx context.Context, args *structs.ServiceS
 			tags = args.ServiceTags
 		}
 		idx, nodes, err := st.ServiceNodes(ws, args.ServiceName, tags, args.Connect)
-		reply.Index, reply.ServiceNodes = idx, filterServiceNodesByMeta(nodes, args.NodeMetaFilters)
+		if err != nil {
+			return err
+		}
+		reply.Index = idx
+		reply.ServiceNodes, err = sortByRTT(st, args.Source, filterServiceNodesByMeta(nodes, args.NodeMetaFilters),
+			func(n *structs.ServiceNode) string { return n.Node })
 		return err
 	})
 }

@@ -43,6 +43,14 @@ func (s *Server) endpointTable() map[string]endpoint {
 	}
 	handle(t, structs.MethodOperatorServerHealth, s.operatorServerHealth)
 
+	// Network coordinates (coordinate_endpoint.go).
+	handle(t, structs.MethodCoordinateUpdate, s.coordinateUpdate)
+	handle(t, structs.MethodCoordinateListNodes, s.coordinateListNodes)
+	handle(t, structs.MethodCoordinateNode, s.coordinateNode)
+	handle(t, structs.MethodCoordinateListDatacenters, s.coordinateListDatacenters)
+	// The datacenter map is this server's own gossip view.
+	servedHere(t, structs.MethodCoordinateListDatacenters)
+
 	handle(t, structs.MethodConnectCARoots, s.connectCARoots)
 	handle(t, structs.MethodConnectCAConfigurationGet, s.connectCAConfigurationGet)
 	handle(t, structs.MethodConnectCAConfigurationSet, s.connectCAConfigurationSet)
@@ -72,6 +80,8 @@ func (s *Server) endpointTable() map[string]endpoint {
 	// could not learn (see retrySafe in rpc.go).
 	retrySafe(t, structs.MethodKVSApply, structs.MethodTxnApply,
 		structs.MethodCatalogRegister, structs.MethodCatalogDeregister,
-		structs.MethodSessionApply, structs.MethodConfigEntryApply, structs.MethodConfigEntryDelete)
+		structs.MethodSessionApply, structs.MethodConfigEntryApply, structs.MethodConfigEntryDelete,
+		// Queuing the same report twice keeps the latest once.
+		structs.MethodCoordinateUpdate)
 	return t
 }

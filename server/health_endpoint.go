@@ -20,8 +20,14 @@ func (s *Server) healthServiceNodes(ctx context.Context, args *structs.ServiceSp
 		if err != nil {
 			return err
 		}
-		reply.Index, reply.Nodes = r.Index, r.Nodes
-		return nil
+		reply.Index = r.Index
+		reply.Nodes, err = sortByRTT(st, args.Source, r.Nodes, func(n structs.CheckServiceNode) string {
+			if n.Node == nil {
+				return ""
+			}
+			return n.Node.Node
+		})
+		return err
 	})
 }
 

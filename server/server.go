@@ -58,6 +58,17 @@ type Config struct {
 	ReconcileInterval time.Duration
 	// Membership may be nil for a server that gossips with no one.
 	Membership Membership
+	// Coordinates is the agent's Serf coordinate view, for
+	// Coordinate.ListDatacenters; nil lists the servers without
+	// coordinates.
+	Coordinates CoordinateSource
+	// CoordinateUpdatePeriod is how often the leader commits the queued
+	// coordinate reports (default 5s); CoordinateUpdateBatchSize (128) and
+	// CoordinateUpdateMaxBatches (5) bound one period's commits, as
+	// Consul's settings of the same names.
+	CoordinateUpdatePeriod     time.Duration
+	CoordinateUpdateBatchSize  int
+	CoordinateUpdateMaxBatches int
 	// CSRMaxPerSecond limits leaf signing on the leader (a token bucket; see connect_ca.go): 0 means Consul's default of 50/s, negative disables the limit, and a CSRMaxPerSecond in the CA configuration overrides it.
 	CSRMaxPerSecond float64
 	// Metrics is where the server registers its instruments; nil keeps
@@ -96,6 +107,15 @@ func (c *Config) setDefaults() {
 	if c.Datacenter == "" {
 		c.Datacenter = "dc1"
 	}
+	if c.CoordinateUpdatePeriod <= 0 {
+		c.CoordinateUpdatePeriod = defaultCoordinateUpdatePeriod
+	}
+	if c.CoordinateUpdateBatchSize <= 0 {
+		c.CoordinateUpdateBatchSize = defaultCoordinateUpdateBatchSize
+	}
+	if c.CoordinateUpdateMaxBatches <= 0 {
+		c.CoordinateUpdateMaxBatches = defaultCoordinateUpdateMaxBatches
+	}
 }
 
 // Server is one running Trellis server.
@@ -115,8 +135,9 @@ type Server struct {
 	metrics   *metrics
 
 	sessionTimers *sessionTimers
-	health        serverHealth // the leader's view of every server (autopilot.go)
-	connectCA     connectCA    // the leader's CA signing state (connect_ca.go)
+	health        serverHealth    // the leader's view of every server (autopilot.go)
+	connectCA     connectCA       // the leader's CA signing state (connect_ca.go)
+	coordinates   coordinateQueue // the leader's pending coordinate reports (coordinate_endpoint.go)
 	// leaderNotify is Raft's NotifyCh: true on gaining leadership, false on
 	// losing it.
 	leaderNotify chan bool
@@ -186,10 +207,14 @@ func New(cfg Config) (*Server, error) {
 	}
 	// A snapshot archive is one message (snapshot_endpoint.go).
 	s.grpc = grpc.NewServer(grpc.UnknownServiceHandler(s.handleGRPC), grpc.MaxRecvMsgSize(rpcMaxMessage), grpc.MaxSendMsgSize(rpcMaxMessage))
-	s.wg.Add(3)
+	s.wg.Add(4)
 	go func() {
 		defer s.wg.Done()
 		_ = s.grpc.Serve(s.mux.grpc)
+	}()
+	go func() {
+		defer s.wg.Done()
+		s.coordinateBatchLoop(s.ctx)
 	}()
 	go func() {
 		defer s.wg.Done()

@@ -172,7 +172,8 @@ func (tx *writeTxn) checkNodeNameFree(n *structs.Node, allowClashWithoutID bool)
 
 func nodeSame(a, b *structs.Node) bool {
 	return a.ID == b.ID && a.Node == b.Node && a.Address == b.Address && a.Datacenter == b.Datacenter &&
-		stringMapsEqual(a.TaggedAddresses, b.TaggedAddresses) && stringMapsEqual(a.Meta, b.Meta)
+		stringMapsEqual(a.TaggedAddresses, b.TaggedAddresses) && stringMapsEqual(a.Meta, b.Meta) &&
+		a.Locality.Same(b.Locality)
 }
 
 // stringMapsEqual treats nil and empty as equal: JSON clients send either.
@@ -225,6 +226,9 @@ func (tx *writeTxn) deleteNode(name string) error {
 		return err
 	}
 	if err := tx.deleteIndexKey(nodeIndexKey(n.Node)); err != nil {
+		return err
+	}
+	if err := tx.deleteNodeCoordinates(n.Node); err != nil {
 		return err
 	}
 	sessions, err := sessionsOnNode(tx.Txn, nil, n.Node)

@@ -559,3 +559,24 @@ func TestNilAndEmptyAreTheSameRegistration(t *testing.T) {
 		t.Fatalf("LastIndex = %d, want 6", got)
 	}
 }
+
+// TestNodeLocalityChanges: a registration that changes only the node's
+// locality updates the node (and its ModifyIndex); the same again does not.
+func TestNodeLocalityChanges(t *testing.T) {
+	s := NewStore()
+	reg := func(idx uint64, l *structs.Locality) {
+		t.Helper()
+		must(t, s.EnsureRegistration(idx, &structs.RegisterRequest{ID: "id-1", Node: "n1", Address: "a", Locality: l}))
+	}
+	reg(1, &structs.Locality{Region: "r", Zone: "z1"})
+	reg(2, &structs.Locality{Region: "r", Zone: "z2"})
+	reg(3, &structs.Locality{Region: "r", Zone: "z2"})
+	_, n, _ := s.GetNode(nil, "n1")
+	if n.Locality == nil || n.Locality.Zone != "z2" || n.ModifyIndex != 2 {
+		t.Fatalf("node = %+v, locality %+v", n, n.Locality)
+	}
+	reg(4, nil)
+	if _, n, _ = s.GetNode(nil, "n1"); n.Locality != nil || n.ModifyIndex != 4 {
+		t.Fatalf("locality not cleared: %+v", n)
+	}
+}

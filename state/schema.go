@@ -133,6 +133,8 @@ func schema() *memdb.DBSchema {
 		tableConfigEntries: configEntriesTableSchema(),
 		// The FSM's at-most-once guard (requests.go).
 		tableRequests: requestsTableSchema(),
+		// Network coordinates (coordinates.go).
+		tableCoordinates: coordinatesTableSchema(),
 	}}
 }
 

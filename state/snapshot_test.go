@@ -58,6 +58,7 @@ func richStore(t *testing.T) *Store {
 	mustOK(t)(s.KVSLock(32, &structs.DirEntry{Key: "ephemeral", Value: []byte("x"), Session: "del"}))
 	caFixture(t, s, 33)          // connect_ca_test.go
 	configEntryFixture(t, s, 40) // config_entry_test.go
+	coordinateFixture(t, s, 45)  // coordinates_test.go
 	must(t, s.RecordAppliedRequest(AppliedRequest{ID: "req-1", ProposedAt: 1_000, Result: structs.RecordResult(true)}))
 	must(t, s.RecordAppliedRequest(AppliedRequest{ID: "req-2", ProposedAt: 2_000, Result: structs.RecordResult(&structs.TxnResponse{
 		Results: structs.TxnResults{{KV: &structs.DirEntry{Key: "k", Value: []byte("v")}}}})}))
@@ -134,6 +135,9 @@ func restoreFrom(t *testing.T, src *Store, indexesFirst bool) *Store {
 	}
 	restoreCA(t, sn, r)            // connect_ca_test.go
 	restoreConfigEntries(t, sn, r) // config_entry_test.go
+	coords, err := sn.Coordinates()
+	must(t, err)
+	must(t, r.Coordinates(coords))
 	reqs, err := sn.AppliedRequests()
 	must(t, err)
 	for _, a := range reqs {

@@ -47,6 +47,20 @@ var (
 	// MethodOperatorServerHealth is the leader's latest health view of
 	// every server (/v1/operator/autopilot/health).
 	MethodOperatorServerHealth = readMethod[DCSpecificRequest, OperatorHealthReply]("Operator.ServerHealth")
+
+	// Network coordinates.
+	//
+	// MethodCoordinateUpdate queues an agent's coordinate on the leader,
+	// which commits the queue in batches; the call returns once queued.
+	MethodCoordinateUpdate = writeMethod[CoordinateUpdateRequest, struct{}]("Coordinate.Update")
+	// MethodCoordinateListNodes lists every stored node coordinate.
+	MethodCoordinateListNodes = readMethod[DCSpecificRequest, IndexedCoordinates]("Coordinate.ListNodes")
+	// MethodCoordinateNode lists one node's coordinates (none when it has
+	// not reported any).
+	MethodCoordinateNode = readMethod[NodeSpecificRequest, IndexedCoordinates]("Coordinate.Node")
+	// MethodCoordinateListDatacenters is answered by the server it is sent
+	// to, from its own gossip view of the datacenter's servers.
+	MethodCoordinateListDatacenters = readMethod[DCSpecificRequest, []DatacenterMap]("Coordinate.ListDatacenters")
 )
 
 // RaftRemovePeerRequest removes a server from the Raft configuration by
@@ -88,6 +102,10 @@ func Methods() []MethodInfo {
 		MethodOperatorRaftRemovePeer,
 		MethodStatusRaftStats,
 		MethodOperatorServerHealth,
+		MethodCoordinateUpdate,
+		MethodCoordinateListNodes,
+		MethodCoordinateNode,
+		MethodCoordinateListDatacenters,
 		MethodConfigEntryApply,
 		MethodConfigEntryDelete,
 		MethodConfigEntryGet,

@@ -36,6 +36,10 @@ const (
 	// at most once (DedupRequest). Never flagged ignorable: a server that
 	// skipped it would skip the write inside.
 	DedupRequestType MessageType = 9
+	// CoordinateBatchUpdateType stores a batch of node coordinates the
+	// leader collected from Coordinate.Update calls. Updates for nodes not
+	// in the catalog are dropped.
+	CoordinateBatchUpdateType MessageType = 10
 )
 
 // IgnoreUnknownTypeFlag marks a command that an older FSM that does not know
@@ -66,6 +70,8 @@ func (t MessageType) String() string {
 		return "ConnectCALeaf"
 	case DedupRequestType:
 		return "Dedup"
+	case CoordinateBatchUpdateType:
+		return "CoordinateBatchUpdate"
 	}
 	return "Unknown"
 }

@@ -57,6 +57,9 @@ func (w *WriteRequest) WriteOpts() *WriteRequest { return w }
 // DCSpecificRequest is a read scoped to a datacenter only.
 type DCSpecificRequest struct {
 	NodeMetaFilters map[string]string
+	// Source, when it names a node, sorts the nodes of the result by
+	// estimated round trip time from it (?near=).
+	Source QuerySource
 	QueryOptions
 }
 
@@ -82,6 +85,9 @@ type ServiceSpecificRequest struct {
 	// PassingOnly drops instances with any check not passing.
 	PassingOnly     bool
 	NodeMetaFilters map[string]string
+	// Source, when it names a node, sorts the instances by estimated round
+	// trip time from it (?near=).
+	Source QuerySource
 	QueryOptions
 }
 

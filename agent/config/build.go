@@ -146,6 +146,7 @@ func build(s *source, dev bool, opts LoadOptions) (*RuntimeConfig, []string, err
 	rc.ReconnectTimeout = duration("reconnect_timeout", s.ReconnectTimeout, true, &p)
 	rc.SessionTTLMin = duration("session_ttl_min", s.SessionTTLMin, true, &p)
 	rc.AEInterval = duration("ae_interval", s.AEInterval, true, &p)
+	rc.SyncCoordinateIntervalMin = duration("sync_coordinate_interval_min", s.SyncCoordinateIntervalMin, true, &p)
 	rc.CheckUpdateInterval = duration("check_update_interval", s.CheckUpdateInterval, false, &p)
 	rc.Connect.LeafCertTTL = duration("connect.ca_config.leaf_cert_ttl", s.Connect.CAConfig.LeafCertTTL, true, &p)
 	rc.Connect.RootCertTTL = duration("connect.ca_config.root_cert_ttl", s.Connect.CAConfig.RootCertTTL, true, &p)

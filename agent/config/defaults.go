@@ -3,23 +3,26 @@ package config
 // Consul's defaults (agent/config/default.go upstream) where Trellis follows
 // them, and the few places it deliberately does not.
 const (
-	DefaultDatacenter          = "dc1"
-	DefaultBindAddr            = "0.0.0.0"
-	DefaultClientAddr          = "127.0.0.1"
-	DefaultHTTPPort            = 8500
-	DefaultGRPCPort            = 8502 // Consul: -1 outside -dev. Trellis always serves xDS.
-	DefaultServerPort          = 8300
-	DefaultSerfLANPort         = 8301
-	DefaultSerfWANPort         = 8302
-	DefaultDNSPort             = 8600
-	DefaultSidecarMinPort      = 21000
-	DefaultSidecarMaxPort      = 21255
-	DefaultRetryInterval       = "30s"
-	DefaultSessionTTLMin       = "10s"
-	DefaultReconnectTimeout    = "72h"
-	DefaultAEInterval          = "1m"
-	DefaultCheckUpdateInterval = "5m"
-	DefaultRaftMultiplier      = 5
+	DefaultDatacenter       = "dc1"
+	DefaultBindAddr         = "0.0.0.0"
+	DefaultClientAddr       = "127.0.0.1"
+	DefaultHTTPPort         = 8500
+	DefaultGRPCPort         = 8502 // Consul: -1 outside -dev. Trellis always serves xDS.
+	DefaultServerPort       = 8300
+	DefaultSerfLANPort      = 8301
+	DefaultSerfWANPort      = 8302
+	DefaultDNSPort          = 8600
+	DefaultSidecarMinPort   = 21000
+	DefaultSidecarMaxPort   = 21255
+	DefaultRetryInterval    = "30s"
+	DefaultSessionTTLMin    = "10s"
+	DefaultReconnectTimeout = "72h"
+	DefaultAEInterval       = "1m"
+	// DefaultSyncCoordinateIntervalMin is Consul's shortest interval
+	// between two coordinate reports of an agent.
+	DefaultSyncCoordinateIntervalMin = "15s"
+	DefaultCheckUpdateInterval       = "5m"
+	DefaultRaftMultiplier            = 5
 	// DefaultXDSUpdateMaxPerSecond is Consul's xds.update_max_per_second.
 	DefaultXDSUpdateMaxPerSecond = 250.0
 	DefaultLogLevel              = "info"
@@ -73,12 +76,13 @@ func defaultSource() *source {
 		RetryMax:      ptr(0),
 		// LeaveOnTerminate and SkipLeaveOnInterrupt stay unset here: their
 		// defaults depend on the role and are resolved in build.
-		ReconnectTimeout:    ptr(DefaultReconnectTimeout),
-		SessionTTLMin:       ptr(DefaultSessionTTLMin),
-		AEInterval:          ptr(DefaultAEInterval),
-		CheckUpdateInterval: ptr(DefaultCheckUpdateInterval),
-		Performance:         performanceSource{RaftMultiplier: ptr(DefaultRaftMultiplier)},
-		XDS:                 xdsSource{UpdateMaxPerSecond: ptr(DefaultXDSUpdateMaxPerSecond)},
+		ReconnectTimeout:          ptr(DefaultReconnectTimeout),
+		SessionTTLMin:             ptr(DefaultSessionTTLMin),
+		AEInterval:                ptr(DefaultAEInterval),
+		CheckUpdateInterval:       ptr(DefaultCheckUpdateInterval),
+		SyncCoordinateIntervalMin: ptr(DefaultSyncCoordinateIntervalMin),
+		Performance:               performanceSource{RaftMultiplier: ptr(DefaultRaftMultiplier)},
+		XDS:                       xdsSource{UpdateMaxPerSecond: ptr(DefaultXDSUpdateMaxPerSecond)},
 		Limits: limitsSource{
 			KVMaxValueSize: ptr(uint64(DefaultKVMaxValueSize)),
 			TxnMaxReqLen:   ptr(uint64(DefaultTxnMaxReqLen)),

@@ -71,6 +71,10 @@ type RuntimeConfig struct {
 	// AEInterval is the base interval of the anti-entropy full sync
 	// (default 1m, scaled up with the cluster size by the syncer).
 	AEInterval time.Duration
+	// SyncCoordinateIntervalMin is the shortest interval between two
+	// coordinate reports of this agent (default 15s; scaled up so that a
+	// cluster sends at most 64 reports a second, as Consul's).
+	SyncCoordinateIntervalMin time.Duration
 	// CheckUpdateInterval rate-limits check output-only updates to the
 	// catalog (default 5m; 0 sends every change).
 	CheckUpdateInterval time.Duration

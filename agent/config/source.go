@@ -37,12 +37,15 @@ type source struct {
 	SkipLeaveOnInterrupt *bool    `json:"skip_leave_on_interrupt"`
 	ReconnectTimeout     *string  `json:"reconnect_timeout"`
 
-	SessionTTLMin       *string           `json:"session_ttl_min"`
-	AEInterval          *string           `json:"ae_interval"`
-	CheckUpdateInterval *string           `json:"check_update_interval"`
-	Performance         performanceSource `json:"performance"`
-	Locality            localitySource    `json:"locality"`
-	Limits              limitsSource      `json:"limits"`
+	SessionTTLMin *string `json:"session_ttl_min"`
+	AEInterval    *string `json:"ae_interval"`
+	// SyncCoordinateIntervalMin is Consul's non-user value; Trellis reads it
+	// so that tests can make agents report coordinates sooner.
+	SyncCoordinateIntervalMin *string           `json:"sync_coordinate_interval_min"`
+	CheckUpdateInterval       *string           `json:"check_update_interval"`
+	Performance               performanceSource `json:"performance"`
+	Locality                  localitySource    `json:"locality"`
+	Limits                    limitsSource      `json:"limits"`
 
 	Domain    *string         `json:"domain"`
 	AltDomain *string         `json:"alt_domain"`

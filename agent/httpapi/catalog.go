@@ -130,7 +130,7 @@ func (s *Server) catalogDatacenters(http.ResponseWriter, *http.Request) (any, er
 
 // catalogNodes handles GET /v1/catalog/nodes.
 func (s *Server) catalogNodes(w http.ResponseWriter, r *http.Request) (any, error) {
-	args := structs.DCSpecificRequest{NodeMetaFilters: parseMetaFilter(r)}
+	args := structs.DCSpecificRequest{NodeMetaFilters: parseMetaFilter(r), Source: s.parseSource(r)}
 	if err := s.parseQuery(r, &args.QueryOptions); err != nil {
 		return nil, err
 	}
@@ -183,6 +183,7 @@ func (s *Server) serviceNodes(w http.ResponseWriter, r *http.Request, prefix str
 		return nil, err
 	}
 	args.ServiceTags, args.TagFilter = parseTags(r)
+	args.Source = s.parseSource(r)
 	args.ServiceName = pathSuffix(r, prefix)
 	if args.ServiceName == "" {
 		return nil, badRequest("Missing service name")

@@ -31,6 +31,7 @@ func (s *Server) checkServiceNodes(w http.ResponseWriter, r *http.Request, prefi
 		return nil, err
 	}
 	args.ServiceTags, args.TagFilter = parseTags(r)
+	args.Source = s.parseSource(r)
 	args.ServiceName = pathSuffix(r, prefix)
 	if args.ServiceName == "" {
 		return nil, badRequest("Missing service name")

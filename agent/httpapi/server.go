@@ -63,6 +63,9 @@ type Config struct {
 	// ProxyStatus serves /v1/agent/proxy-status/<id>; nil answers it with
 	// 501.
 	ProxyStatus ProxyStatuses
+	// Events serves /v1/event/fire and /v1/event/list; nil answers them
+	// with 501.
+	Events Events
 }
 
 // ErrInvalidConfig is returned by New when a required Config field is
@@ -90,6 +93,7 @@ type Server struct {
 	proxyStatus ProxyStatuses
 	leafCerts   LeafCerts
 	authorizer  ConnectAuthorizer
+	events      Events
 	handler     http.Handler
 }
 
@@ -120,6 +124,7 @@ func New(cfg Config) (*Server, error) {
 		proxyStatus: cfg.ProxyStatus,
 		leafCerts:   cfg.LeafCerts,
 		authorizer:  cfg.ConnectAuthorizer,
+		events:      cfg.Events,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -221,6 +226,14 @@ func (s *Server) routes() *http.ServeMux {
 	handle("/v1/connect/intentions/match", get, s.intentionMatch)
 	handle("/v1/connect/intentions/check", get, s.intentionCheck)
 	handle("/v1/discovery-chain/", []string{http.MethodGet, http.MethodPost}, s.discoveryChain)
+
+	// Events (event.go) and network coordinates (coordinate.go).
+	handle("/v1/event/fire/", put, s.eventFire)
+	handle("/v1/event/list", get, s.eventList)
+	handle("/v1/coordinate/datacenters", get, s.coordinateDatacenters)
+	handle("/v1/coordinate/nodes", get, s.coordinateNodes)
+	handle("/v1/coordinate/node/", get, s.coordinateNode)
+	handle("/v1/coordinate/update", put, s.coordinateUpdate)
 
 	mux.HandleFunc("/", index)
 	return mux

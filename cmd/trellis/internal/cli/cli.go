@@ -83,6 +83,7 @@ func commands() map[string]command {
 		"connect ca get-config":     {"Display the current Connect Certificate Authority (CA) configuration", runConnectCAGetConfig},
 		"connect ca set-config":     {"Modify the current Connect CA configuration", runConnectCASetConfig},
 		"connect envoy":             {"Runs or configures Envoy as a Connect proxy", runConnectEnvoy},
+		"event":                     {"Fire a new event", runEvent},
 		"force-leave":               {"Forces a member of the cluster to enter the \"left\" state", runForceLeave},
 		"intention":                 {"Interact with Connect service intentions", nil},
 		"intention check":           {"Check whether a connection between two services is allowed.", runIntentionCheck},
@@ -113,6 +114,7 @@ func commands() map[string]command {
 		"snapshot save":             {"Saves snapshot of Trellis server state", runSnapshotSave},
 		"validate":                  {"Validate config files/directories", runValidate},
 		"version":                   {"Prints the Trellis version", runVersion},
+		"watch":                     {"Watch for changes in Consul", runWatch},
 	}
 }
 
