@@ -210,7 +210,9 @@ func TestLocality(t *testing.T) {
 		t.Fatalf("register: %d %s", code, body)
 	}
 	var node struct {
-		Node struct{ Locality *struct{ Region, Zone string } }
+		Node struct {
+			Locality *struct{ Region, Zone string }
+		}
 	}
 	var self struct{ Config struct{ NodeName string } }
 	getJSON(t, url+"/v1/agent/self", &self)
@@ -219,7 +221,9 @@ func TestLocality(t *testing.T) {
 		t.Errorf("node locality = %+v", l)
 	}
 	for _, svc := range []string{"web", "web-sidecar-proxy"} {
-		var instances []struct{ ServiceLocality *struct{ Region, Zone string } }
+		var instances []struct {
+			ServiceLocality *struct{ Region, Zone string }
+		}
 		getJSON(t, url+"/v1/catalog/service/"+svc, &instances)
 		if len(instances) != 1 || instances[0].ServiceLocality == nil || instances[0].ServiceLocality.Zone != "us-east-1b" {
 			t.Errorf("%s instances = %+v", svc, instances)
