@@ -92,11 +92,13 @@ func txnNode(tx *memdb.Txn, wtx *writeTxn, ws memdb.WatchSet, op *structs.TxnNod
 	return structs.TxnResults{{Node: raw.(*structs.Node).Clone()}}, nil
 }
 
-// txnService runs one service operation. An empty service ID means the
-// service's name, as in a registration.
+// txnService runs one service operation. A set or cas without a service
+// ID writes the ID of the service's name, as a registration does; the
+// other verbs take the ID as given (the server's pre-check defaults it for
+// deletes, as Consul's does).
 func txnService(tx *memdb.Txn, wtx *writeTxn, ws memdb.WatchSet, op *structs.TxnServiceOp) (structs.TxnResults, error) {
 	node, id := op.Node, op.Service.ID
-	if id == "" {
+	if id == "" && (op.Verb == structs.CatalogSet || op.Verb == structs.CatalogCAS) {
 		id = op.Service.Service
 	}
 	existing, err := getServiceRow(tx, node, id)

@@ -96,6 +96,7 @@ func TestTxnCatalogVerbs(t *testing.T) {
 		{name: "node unknown verb", op: nodeOp("frob", structs.Node{Node: "n1"}), wantErr: `unknown Node verb "frob"`},
 
 		{name: "service get", op: serviceOp(structs.CatalogGet, "n1", structs.NodeService{ID: "web1"}), want: []string{"service web1 web 8080 8/8"}},
+		{name: "service get takes no ID from the name", op: serviceOp(structs.CatalogGet, "n1", structs.NodeService{Service: "web"}), wantErr: `service "" on node "n1" doesn't exist`},
 		{name: "service get missing", op: serviceOp(structs.CatalogGet, "n1", structs.NodeService{ID: "db1"}), wantErr: `service "db1" on node "n1" doesn't exist`},
 		{name: "service set", op: serviceOp(structs.CatalogSet, "n1", web(9090, at(0))), want: []string{"service web1 web 9090 8/10"}},
 		{name: "service set, ID from name", op: serviceOp(structs.CatalogSet, "n1", structs.NodeService{Service: "db", Port: 5432}), want: []string{"service db db 5432 10/10"}},
