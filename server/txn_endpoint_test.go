@@ -31,15 +31,27 @@ func TestTxnCatalog(t *testing.T) {
 		}
 	}
 
-	// A blocking health query on web, started before the instance exists.
+	// A client's blocking health query loop on web, started before the
+	// instance exists. Until web has an index key of its own the query
+	// watches the whole tables, so the leader registering the servers may
+	// wake it first: the loop blocks again, as a client would.
 	var health structs.IndexedCheckServiceNodes
 	rpc(t, follower, structs.MethodHealthServiceNodes, &structs.ServiceSpecificRequest{ServiceName: "web"}, &health)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	woke := make(chan structs.IndexedCheckServiceNodes, 1)
 	go func() {
-		var out structs.IndexedCheckServiceNodes
-		_ = structs.MethodHealthServiceNodes.Call(context.Background(), follower, &structs.ServiceSpecificRequest{ServiceName: "web",
-			QueryOptions: structs.QueryOptions{MinQueryIndex: health.Index, MaxQueryTime: 30 * time.Second}}, &out)
-		woke <- out
+		index := health.Index
+		for ctx.Err() == nil {
+			var out structs.IndexedCheckServiceNodes
+			err := structs.MethodHealthServiceNodes.Call(ctx, follower, &structs.ServiceSpecificRequest{ServiceName: "web",
+				QueryOptions: structs.QueryOptions{MinQueryIndex: index, MaxQueryTime: 30 * time.Second}}, &out)
+			if err == nil && len(out.Nodes) > 0 {
+				woke <- out
+				return
+			}
+			index = max(index, out.Index)
+		}
 	}()
 
 	register := &structs.TxnRequest{
