@@ -29,14 +29,8 @@ func (s *Server) catalogRegister(ctx context.Context, args *structs.RegisterRequ
 		return ErrMissingAddress
 	}
 	if svc := args.Service; svc != nil {
-		if svc.ID == "" && svc.Service != "" {
-			svc.ID = svc.Service
-		}
-		if svc.ID != "" && svc.Service == "" {
-			return ErrMissingServiceName
-		}
-		if a, err := netip.ParseAddr(svc.Address); err == nil && a.IsUnspecified() {
-			return ErrInvalidServiceAddr
+		if err := preApplyService(svc); err != nil {
+			return err
 		}
 	}
 	if args.Check != nil {
@@ -56,14 +50,37 @@ func (s *Server) catalogRegister(ctx context.Context, args *structs.RegisterRequ
 		if c.Status == "" {
 			c.Status = structs.HealthCritical
 		}
-		switch c.Status {
-		case structs.HealthPassing, structs.HealthWarning, structs.HealthCritical, structs.HealthMaint:
-		default:
-			return fmt.Errorf("Invalid check status: %q", c.Status)
+		if err := validCheckStatus(c.Status); err != nil {
+			return err
 		}
 	}
 	_, err := s.raftApplyWrite(ctx, structs.RegisterRequestType, args)
 	return err
+}
+
+// preApplyService checks a service write as Consul's servers do before
+// Raft, defaulting its ID to its name.
+func preApplyService(svc *structs.NodeService) error {
+	if svc.ID == "" && svc.Service != "" {
+		svc.ID = svc.Service
+	}
+	if svc.ID != "" && svc.Service == "" {
+		return ErrMissingServiceName
+	}
+	if a, err := netip.ParseAddr(svc.Address); err == nil && a.IsUnspecified() {
+		return ErrInvalidServiceAddr
+	}
+	return nil
+}
+
+// validCheckStatus refuses a status no check can have: health filters
+// and sessions know only these.
+func validCheckStatus(status string) error {
+	switch status {
+	case structs.HealthPassing, structs.HealthWarning, structs.HealthCritical, structs.HealthMaint:
+		return nil
+	}
+	return fmt.Errorf("Invalid check status: %q", status)
 }
 
 func (s *Server) catalogDeregister(ctx context.Context, args *structs.DeregisterRequest, _ *struct{}) error {

@@ -7,9 +7,10 @@ import (
 	"github.com/trellis-mesh/trellis/structs"
 )
 
-// Transactions (Consul's agent/consul/state/txn.go): a list of KV
-// operations applied all or nothing in one memdb transaction, with Consul's
-// verbs, results and error texts.
+// Transactions: a list of KV, node, service, check and session operations
+// applied all or nothing in one memdb transaction, with Consul's verbs,
+// results and error texts. The catalog and session kinds are in
+// txn_catalog.go.
 
 // TxnRW applies ops in one write transaction at Raft index idx. When any
 // operation fails nothing is stored and the errors of every failed
@@ -36,11 +37,44 @@ func (s *Store) TxnRO(ws memdb.WatchSet, ops structs.TxnOps) (uint64, structs.Tx
 	tx := s.db.Txn(false)
 	defer tx.Abort()
 	results, errs := txnDispatch(tx, nil, ws, ops)
-	idx := maxIndex(tx, tableKVs, tableTombstones)
+	idx := maxIndex(tx, txnReadTables(ops)...)
 	if len(errs) > 0 {
 		return idx, nil, errs
 	}
 	return idx, results, nil
+}
+
+// txnReadTables lists the tables whose index a read-only transaction's
+// answer carries: those its operations read.
+func txnReadTables(ops structs.TxnOps) []string {
+	var kv, nodes, services, checks bool
+	for _, op := range ops {
+		switch {
+		case op.IsEmpty():
+		case op.KV != nil:
+			kv = true
+		case op.Node != nil:
+			nodes = true
+		case op.Service != nil:
+			services = true
+		case op.Check != nil:
+			checks = true
+		}
+	}
+	var tables []string
+	if kv {
+		tables = append(tables, tableKVs, tableTombstones)
+	}
+	if nodes {
+		tables = append(tables, tableNodes)
+	}
+	if services {
+		tables = append(tables, tableServices)
+	}
+	if checks {
+		tables = append(tables, tableChecks)
+	}
+	return tables
 }
 
 // txnDispatch runs every operation, collecting results and errors. wtx is
@@ -54,10 +88,18 @@ func txnDispatch(tx *memdb.Txn, wtx *writeTxn, ws memdb.WatchSet, ops structs.Tx
 			err error
 		)
 		switch {
-		case op == nil || op.KV == nil:
+		case op.IsEmpty():
 			err = fmt.Errorf("no operation specified")
-		default:
+		case op.KV != nil:
 			ret, err = txnKV(tx, wtx, ws, op.KV)
+		case op.Node != nil:
+			ret, err = txnNode(tx, wtx, ws, op.Node)
+		case op.Service != nil:
+			ret, err = txnService(tx, wtx, ws, op.Service)
+		case op.Check != nil:
+			ret, err = txnCheck(tx, wtx, ws, op.Check)
+		default:
+			err = txnSession(wtx, op.Session)
 		}
 		if err != nil {
 			errs = append(errs, &structs.TxnError{OpIndex: i, What: err.Error()})

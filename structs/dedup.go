@@ -126,13 +126,7 @@ func (r *TxnResponse) clone() *TxnResponse {
 	}
 	out := &TxnResponse{}
 	for _, res := range r.Results {
-		c := &TxnResult{}
-		if res != nil && res.KV != nil {
-			kv := *res.KV
-			kv.Value = append([]byte(nil), res.KV.Value...)
-			c.KV = &kv
-		}
-		out.Results = append(out.Results, c)
+		out.Results = append(out.Results, res.clone())
 	}
 	for _, e := range r.Errors {
 		if e != nil {
@@ -141,4 +135,19 @@ func (r *TxnResponse) clone() *TxnResponse {
 		}
 	}
 	return out
+}
+
+// clone copies one result deeply: every kind of entity it may carry.
+func (r *TxnResult) clone() *TxnResult {
+	c := &TxnResult{}
+	if r == nil {
+		return c
+	}
+	if r.KV != nil {
+		c.KV = r.KV.Clone()
+	}
+	c.Node = r.Node.Clone()
+	c.Service = r.Service.Clone()
+	c.Check = r.Check.Clone()
+	return c
 }

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -45,7 +44,7 @@ func validateRegister(args *structs.RegisterRequest) error {
 		return serverError("Must provide node")
 	}
 	if args.ID != "" {
-		if err := parseUUID(args.ID); err != nil {
+		if err := structs.ParseUUID(args.ID); err != nil {
 			return serverError(fmt.Sprintf("Bad node ID: %v", err))
 		}
 	}
@@ -75,19 +74,6 @@ func validateRegister(args *structs.RegisterRequest) error {
 		}
 	}
 	return nil
-}
-
-// parseUUID validates a node ID as Consul's go-uuid ParseUUID does, with
-// its error texts.
-func parseUUID(id string) error {
-	if len(id) != 36 {
-		return errors.New("uuid string is wrong length")
-	}
-	if id[8] != '-' || id[13] != '-' || id[18] != '-' || id[23] != '-' {
-		return errors.New("uuid is improperly formatted")
-	}
-	_, err := hex.DecodeString(id[0:8] + id[9:13] + id[14:18] + id[19:23] + id[24:36])
-	return err
 }
 
 // isAnyAddress reports whether addr is the unspecified address (0.0.0.0 or

@@ -83,14 +83,14 @@ func decodeRegister(body []byte) (*structs.RegisterRequest, error) {
 	return &args, nil
 }
 
-// txnOpJSON is one operation of a /v1/txn body in Consul's API format.
-// Trellis implements KV operations only; the other kinds are recognised so
-// that they can be refused instead of silently dropped.
+// txnOpJSON is one operation of a /v1/txn body in Consul's API format
+// (api.TxnOp). Consul's API has no session operations: a "Session" member
+// is ignored, as Consul ignores it.
 type txnOpJSON struct {
 	KV      *txnKVOpJSON
-	Node    json.RawMessage
-	Service json.RawMessage
-	Check   json.RawMessage
+	Node    *structs.TxnNodeOp
+	Service *structs.TxnServiceOp
+	Check   *structs.TxnCheckOp
 }
 
 // txnKVOpJSON is a KV operation in API format: the value is base64 and the
@@ -106,9 +106,6 @@ type txnKVOpJSON struct {
 	Partition string
 }
 
-// errUnsupportedTxnOp refuses transaction operations other than KV.
-var errUnsupportedTxnOp = errors.New("only KV operations are supported in transactions")
-
 // decodeTxnBody decodes a /v1/txn body in Consul's API format (a JSON
 // list of operations); convertTxnOps turns it into the RPC form.
 func decodeTxnBody(body []byte) ([]*txnOpJSON, error) {
@@ -117,11 +114,6 @@ func decodeTxnBody(body []byte) ([]*txnOpJSON, error) {
 		return nil, err
 	}
 	return in, nil
-}
-
-// isSet reports whether a raw JSON member was present and not null.
-func isSet(raw json.RawMessage) bool {
-	return len(raw) > 0 && !bytes.Equal(bytes.TrimSpace(raw), []byte("null"))
 }
 
 // sessionCreateJSON is a /v1/session/create body. Checks is the legacy

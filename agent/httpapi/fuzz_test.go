@@ -75,6 +75,7 @@ func FuzzTxn(f *testing.F) {
 		`[{"KV":{"Verb":"get","Key":"k"}},{"KV":{"Verb":"check-index","Key":"k","Index":4}}]`,
 		`[{"kv":{"verb":"lock","key":"k","session":"s"}},{}]`,
 		`[{"KV":{"Verb":"set","Key":"/abs"}}]`, `[{"Node":{"Verb":"set"}}]`,
+		`[{"Service":{"Verb":"get","Node":"n","Service":{"ID":"s"}}},{"Check":{"Verb":"cas","Check":{"Node":"n","Definition":{"Interval":"10s"}}}}]`,
 		`[{"KV":{"Value":"!"}}]`, `{}`, `[null]`, `[`, ``,
 	} {
 		f.Add([]byte(seed))
@@ -97,15 +98,15 @@ func FuzzTxn(f *testing.F) {
 			case structs.TxnReadRequest:
 				ops = a.Ops
 				for _, op := range ops {
-					if op.KV.Verb.IsWrite() {
-						t.Fatalf("write verb %q sent to Txn.Read", op.KV.Verb)
+					if op.IsWrite() {
+						t.Fatalf("write verb %q sent to Txn.Read", op.Verb())
 					}
 				}
 			default:
 				t.Fatalf("unexpected call %s", dump(c))
 			}
 			for _, op := range ops {
-				if op == nil || op.KV == nil || strings.HasPrefix(op.KV.DirEnt.Key, "/") {
+				if op.IsEmpty() || (op.KV != nil && strings.HasPrefix(op.KV.DirEnt.Key, "/")) {
 					t.Fatalf("bad op reached the backend: %s", dump(op))
 				}
 			}

@@ -79,7 +79,7 @@ func (s *Server) intentionGetByID(w http.ResponseWriter, r *http.Request, id str
 	if err := s.parseQuery(r, &args.QueryOptions); err != nil {
 		return nil, err
 	}
-	if err := parseUUID(id); err != nil {
+	if err := structs.ParseUUID(id); err != nil {
 		return nil, badRequest(fmt.Sprintf("Invalid intention ID %q: %v", id, err))
 	}
 	return s.intentionGetOne(w, r, &args)

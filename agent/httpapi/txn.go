@@ -43,7 +43,7 @@ func (s *Server) txn(w http.ResponseWriter, r *http.Request) (any, error) {
 	if len(in) > maxTxnOps {
 		return nil, tooLarge(fmt.Sprintf("Transaction contains too many operations (%d > %d)", len(in), maxTxnOps))
 	}
-	ops, writes, err := convertTxnOps(in)
+	ops, writes, err := s.convertTxnOps(in)
 	if err != nil {
 		return nil, err
 	}
@@ -78,40 +78,59 @@ func (s *Server) txn(w http.ResponseWriter, r *http.Request) (any, error) {
 
 // convertTxnOps turns API-format operations into the RPC form and counts
 // the writes, refusing (as Consul does) a value over kv_max_value_size and a
-// key with a leading '/'. Operations of no kind are skipped, as in Consul.
-func convertTxnOps(in []*txnOpJSON) (structs.TxnOps, int, error) {
+// key with a leading '/'. A node without a datacenter is in the agent's.
+// Operations of no kind are skipped, as in Consul.
+func (s *Server) convertTxnOps(in []*txnOpJSON) (structs.TxnOps, int, error) {
 	ops := make(structs.TxnOps, 0, len(in))
-	writes := 0
 	for _, op := range in {
-		if op == nil {
-			continue
+		var out *structs.TxnOp
+		switch {
+		case op == nil:
+		case op.KV != nil:
+			kv, err := convertTxnKVOp(op.KV)
+			if err != nil {
+				return nil, 0, err
+			}
+			out = &structs.TxnOp{KV: kv}
+		case op.Node != nil:
+			if op.Node.Node.Datacenter == "" {
+				op.Node.Node.Datacenter = s.dc
+			}
+			out = &structs.TxnOp{Node: op.Node}
+		case op.Service != nil:
+			out = &structs.TxnOp{Service: op.Service}
+		case op.Check != nil:
+			out = &structs.TxnOp{Check: op.Check}
 		}
-		if isSet(op.Node) || isSet(op.Service) || isSet(op.Check) {
-			return nil, 0, badRequest(fmt.Sprintf("Failed to parse body: %v", errUnsupportedTxnOp))
+		if out != nil {
+			ops = append(ops, out)
 		}
-		kv := op.KV
-		if kv == nil {
-			continue
-		}
-		if size := len(kv.Value); size > kvMaxValueSize {
-			return nil, 0, tooLarge(fmt.Sprintf("Value for key %q is too large (%d > %d bytes)", kv.Key, size, kvMaxValueSize))
-		}
-		if strings.HasPrefix(kv.Key, "/") {
-			return nil, 0, badRequest("Invalid key in transaction: invalid key name, must not begin with a '/'")
-		}
-		if kv.Verb.IsWrite() {
+	}
+	writes := 0
+	for _, op := range ops {
+		if op.IsWrite() {
 			writes++
 		}
-		ops = append(ops, &structs.TxnOp{KV: &structs.TxnKVOp{
-			Verb: kv.Verb,
-			DirEnt: structs.DirEntry{
-				Key:       kv.Key,
-				Value:     kv.Value,
-				Flags:     kv.Flags,
-				Session:   kv.Session,
-				RaftIndex: structs.RaftIndex{ModifyIndex: kv.Index},
-			},
-		}})
 	}
 	return ops, writes, nil
+}
+
+// convertTxnKVOp turns one API-format KV operation into the RPC form.
+func convertTxnKVOp(kv *txnKVOpJSON) (*structs.TxnKVOp, error) {
+	if size := len(kv.Value); size > kvMaxValueSize {
+		return nil, tooLarge(fmt.Sprintf("Value for key %q is too large (%d > %d bytes)", kv.Key, size, kvMaxValueSize))
+	}
+	if strings.HasPrefix(kv.Key, "/") {
+		return nil, badRequest("Invalid key in transaction: invalid key name, must not begin with a '/'")
+	}
+	return &structs.TxnKVOp{
+		Verb: kv.Verb,
+		DirEnt: structs.DirEntry{
+			Key:       kv.Key,
+			Value:     kv.Value,
+			Flags:     kv.Flags,
+			Session:   kv.Session,
+			RaftIndex: structs.RaftIndex{ModifyIndex: kv.Index},
+		},
+	}, nil
 }

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/trellis-mesh/trellis/structs"
 )
@@ -85,9 +86,85 @@ func TestTxn(t *testing.T) {
 		{name: "bad base64", method: put, path: "/v1/txn", body: `[{"KV":{"Verb":"set","Key":"k","Value":"!!"}}]`, wantCode: 400, wantBody: "Failed to parse body: illegal base64 data at input byte 0"},
 		{name: "empty body", method: put, path: "/v1/txn", wantCode: 400, wantBody: "Failed to parse body: EOF"},
 		{
-			name: "catalog operations are refused", method: put, path: "/v1/txn", body: `[{"Node":{"Verb":"set","Node":{"Node":"n"}}}]`,
-			wantCode: 400, wantBody: "Failed to parse body: only KV operations are supported in transactions",
+			// Consul's sample payload, with a session operation (which
+			// Consul's API does not have, so it is skipped) and a node
+			// without a datacenter (it gets the agent's).
+			name: "catalog writes go through Txn.Apply", method: put, path: "/v1/txn",
+			body: `[{"Node":{"Verb":"set","Node":{"ID":"67539c9d-b948-ba67-edd4-d07a676d6673","Node":"bar","Address":"192.168.0.1","Meta":{"instance_type":"m2.large"}}}},
+				{"Service":{"Verb":"delete","Node":"foo","Service":{"ID":"db1","Service":"db"}}},
+				{"Session":{"Verb":"delete","Session":{"ID":"s"}}},
+				{"Check":{"Verb":"cas","Check":{"Node":"bar","CheckID":"service:web1","Name":"Web HTTP Check","Status":"critical","ServiceID":"web1",
+					"Definition":{"HTTP":"http://localhost:8080","Interval":"10s"},"ModifyIndex":22}}}]`,
+			setup: func(f *fakeRPC, _ *Config) {
+				f.replies[structs.MethodTxnApply.Name()] = structs.TxnResponse{Results: structs.TxnResults{
+					{Node: &structs.Node{Node: "bar", Address: "192.168.0.1", Datacenter: testDC, RaftIndex: structs.RaftIndex{CreateIndex: 32, ModifyIndex: 32}}},
+					{Service: &structs.NodeService{ID: "web1", Service: "web", Port: 80}},
+					{Check: &structs.HealthCheck{Node: "bar", CheckID: "service:web1", Status: "critical", RaftIndex: structs.RaftIndex{CreateIndex: 22, ModifyIndex: 35}}},
+				}}
+			},
+			wantCode: 200, wantJSON: true,
+			wantBody: `{"Results":[
+				{"Node":{"ID":"","Node":"bar","Address":"192.168.0.1","Datacenter":"dc1","TaggedAddresses":null,"Meta":null,"CreateIndex":32,"ModifyIndex":32}},
+				{"Service":{"ID":"web1","Service":"web","Tags":null,"Address":"","Meta":null,"Port":80,"EnableTagOverride":false,
+					"Proxy":{"MeshGateway":{},"Expose":{},"TransparentProxy":{}},
+					"Connect":{},"CreateIndex":0,"ModifyIndex":0}},
+				{"Check":{"Node":"bar","CheckID":"service:web1","Name":"","Status":"critical","Notes":"","Output":"","ServiceID":"","ServiceName":"","ServiceTags":null,
+					"Type":"","Interval":"","Timeout":"","ExposedPort":0,"Definition":{},"CreateIndex":22,"ModifyIndex":35}}],"Errors":null}`,
+			wantCalls: []rpcCall{{structs.MethodTxnApply.Name(), structs.TxnRequest{
+				Ops: structs.TxnOps{
+					{Node: &structs.TxnNodeOp{Verb: structs.CatalogSet, Node: structs.Node{
+						ID: "67539c9d-b948-ba67-edd4-d07a676d6673", Node: "bar", Address: "192.168.0.1", Datacenter: testDC,
+						Meta: map[string]string{"instance_type": "m2.large"},
+					}}},
+					{Service: &structs.TxnServiceOp{Verb: structs.CatalogDelete, Node: "foo", Service: structs.NodeService{ID: "db1", Service: "db"}}},
+					{Check: &structs.TxnCheckOp{Verb: structs.CatalogCAS, Check: structs.HealthCheck{
+						Node: "bar", CheckID: "service:web1", Name: "Web HTTP Check", Status: "critical", ServiceID: "web1",
+						Definition: structs.HealthCheckDefinition{HTTP: "http://localhost:8080", Interval: structs.Duration(10 * time.Second)},
+						RaftIndex:  structs.RaftIndex{ModifyIndex: 22},
+					}}},
+				},
+				WriteRequest: structs.WriteRequest{Datacenter: testDC},
+			}}},
 		},
+		{
+			name: "catalog gets go through Txn.Read", method: put, path: "/v1/txn?consistent",
+			body: `[{"Node":{"Verb":"get","Node":{"Node":"bar","Datacenter":"dc2"}}},{"Service":{"Verb":"get","Node":"bar","Service":{"ID":"web1"}}},
+				{"Check":{"Verb":"get","Check":{"Node":"bar","CheckID":"c"}}},{"KV":{"Verb":"get","Key":"k"}}]`,
+			wantCode: 200, wantBody: `{"Results":null,"Errors":null}`,
+			wantCalls: []rpcCall{{structs.MethodTxnRead.Name(), structs.TxnReadRequest{
+				Ops: structs.TxnOps{
+					{Node: &structs.TxnNodeOp{Verb: structs.CatalogGet, Node: structs.Node{Node: "bar", Datacenter: "dc2"}}},
+					{Service: &structs.TxnServiceOp{Verb: structs.CatalogGet, Node: "bar", Service: structs.NodeService{ID: "web1"}}},
+					{Check: &structs.TxnCheckOp{Verb: structs.CatalogGet, Check: structs.HealthCheck{Node: "bar", CheckID: "c"}}},
+					kvOp(structs.KVGet, "k", nil, 0, 0, ""),
+				},
+				QueryOptions: structs.QueryOptions{Datacenter: testDC, RequireConsistent: true},
+			}}},
+		},
+		{
+			// As in Consul, a verb other than get is a write: the state
+			// store refuses an unknown one, naming the operation.
+			name: "an unknown catalog verb is sent as a write", method: put, path: "/v1/txn",
+			body: `[{"KV":{"Verb":"get","Key":"k"}},{"Check":{"Verb":"frob","Check":{"Node":"n","CheckID":"c"}}}]`,
+			setup: func(f *fakeRPC, _ *Config) {
+				f.replies[structs.MethodTxnApply.Name()] = structs.TxnResponse{
+					Errors: structs.TxnErrors{{OpIndex: 1, What: `unknown Check verb "frob"`}},
+				}
+			},
+			wantCode: 409, wantJSON: true,
+			wantBody: `{"Results":null,"Errors":[{"OpIndex":1,"What":"unknown Check verb \"frob\""}]}`,
+			check: func(t *testing.T, _ *httptest.ResponseRecorder, calls []rpcCall) {
+				if len(calls) != 1 || calls[0].Method != structs.MethodTxnApply.Name() {
+					t.Fatalf("calls %s", dump(calls))
+				}
+			},
+			anyCalls: true,
+		},
+		{
+			name: "a catalog field of the wrong type", method: put, path: "/v1/txn", body: `[{"Service":{"Verb":"set","Node":"n","Service":{"Port":"80"}}}]`,
+			wantCode: 400, wantBody: "Failed to parse body: json: cannot unmarshal string into Go struct field NodeService.Service.Service.Port of type int",
+		},
+		{name: "129 catalog operations are too many", method: put, path: "/v1/txn", body: manyNodeOps(129), wantCode: 413, wantBody: "Transaction contains too many operations (129 > 128)"},
 		{
 			name: "key with a leading slash", method: put, path: "/v1/txn", body: `[{"KV":{"Verb":"set","Key":"/data/dev","Value":"eA=="}}]`,
 			wantCode: 400, wantBody: "Invalid key in transaction: invalid key name, must not begin with a '/'",
@@ -100,12 +177,21 @@ func TestTxn(t *testing.T) {
 	})
 }
 
+// manyNodeOps is a body of n node gets.
+func manyNodeOps(n int) string {
+	ops := make([]string, n)
+	for i := range ops {
+		ops[i] = fmt.Sprintf(`{"Node":{"Verb":"get","Node":{"Node":"n%d"}}}`, i)
+	}
+	return "[" + strings.Join(ops, ",") + "]"
+}
+
 func TestTxnValueLimit(t *testing.T) {
 	// The body limit equals the value limit by default, so only a decoded
 	// op can carry an oversized value: check the conversion directly.
-	_, _, err := convertTxnOps([]*txnOpJSON{{KV: &txnKVOpJSON{Verb: structs.KVSet, Key: "big", Value: make([]byte, kvMaxValueSize+1)}}})
-	rec := httptest.NewRecorder()
 	s, _, _ := newTestServer(t, nil)
+	_, _, err := s.convertTxnOps([]*txnOpJSON{{KV: &txnKVOpJSON{Verb: structs.KVSet, Key: "big", Value: make([]byte, kvMaxValueSize+1)}}})
+	rec := httptest.NewRecorder()
 	s.writeError(rec, httptest.NewRequest(http.MethodPut, "/v1/txn", nil), err)
 	want := `Value for key "big" is too large (524289 > 524288 bytes)`
 	if rec.Code != http.StatusRequestEntityTooLarge || rec.Body.String() != want {
