@@ -27,6 +27,7 @@ import (
 	"github.com/trellis-mesh/trellis/gossip"
 	"github.com/trellis-mesh/trellis/server"
 	"github.com/trellis-mesh/trellis/structs"
+	"github.com/trellis-mesh/trellis/telemetry"
 	"github.com/trellis-mesh/trellis/version"
 )
 
@@ -103,6 +104,10 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		}
 	}()
 	rc := a.rc
+	// Before the server and gossip, whose libraries emit from their start.
+	if err := telemetry.InstallSink(a.metrics); err != nil {
+		return err
+	}
 	if rc.ServerMode {
 		if err := a.startServer(); err != nil {
 			return err

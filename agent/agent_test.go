@@ -119,11 +119,11 @@ func TestDevAgentServesAndStopsCleanly(t *testing.T) {
 			t.Fatalf("members: %d %s", code, body)
 		}
 		code, body = get(t, url+"/v1/agent/metrics?format=prometheus")
-		if code != 200 || !strings.Contains(body, "trellis_rpc_requests_total") || !strings.Contains(body, "trellis_server_is_leader 1") {
+		if code != 200 || !strings.Contains(body, "consul_rpc_request ") || !strings.Contains(body, "consul_server_isLeader 1") {
 			t.Fatalf("prometheus metrics: %d %.400s", code, body)
 		}
 		code, body = get(t, url+"/v1/agent/metrics")
-		if code != 200 || !strings.Contains(body, `"Counters"`) || !strings.Contains(body, "trellis.rpc.requests.total") {
+		if code != 200 || !strings.Contains(body, `"Counters"`) || !strings.Contains(body, `"consul.rpc.request"`) {
 			t.Fatalf("json metrics: %d %.400s", code, body)
 		}
 	}

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"sync"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
 
 	"github.com/trellis-mesh/trellis/proxycfg"
+	"github.com/trellis-mesh/trellis/telemetry"
 	"github.com/trellis-mesh/trellis/xds"
 	"github.com/trellis-mesh/trellis/xds/gen"
 )
@@ -78,6 +80,12 @@ func (a *Agent) startXDS(watcher proxyWatcher) error {
 	})
 	if err != nil {
 		return err
+	}
+	streams := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: telemetry.PromName("consul.xds.server.streams"), Help: telemetry.Help("consul.xds.server.streams"),
+	}, func() float64 { return float64(ads.Streams()) })
+	if err := a.metrics.Register(streams); err != nil {
+		return fmt.Errorf("agent: xds metrics: %w", err)
 	}
 	// Fixed receive windows turn grpc-go's bandwidth estimation off. Envoy's
 	// requests are small, so it gains nothing here, and it costs a PING

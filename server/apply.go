@@ -60,7 +60,6 @@ func (s *Server) raftApplyWrite(ctx context.Context, t structs.MessageType, msg 
 }
 
 func (s *Server) applyEncoded(buf []byte) (any, error) {
-	defer s.metrics.observeApply(time.Now())
 	f := s.raft.Apply(buf, applyTimeout)
 	if err := f.Error(); err != nil {
 		return nil, applyError(err)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"time"
 
 	"github.com/hashicorp/go-memdb"
 
@@ -22,6 +23,7 @@ var (
 )
 
 func (s *Server) catalogRegister(ctx context.Context, args *structs.RegisterRequest, _ *struct{}) error {
+	defer since(s.metrics.catalogReg, time.Now())
 	if args.Node == "" {
 		return ErrMissingNode
 	}

@@ -16,6 +16,7 @@ import (
 var ErrMissingKey = errors.New("Must provide key")
 
 func (s *Server) kvsApply(ctx context.Context, args *structs.KVSRequest, reply *bool) error {
+	defer since(s.metrics.kvsApply, time.Now())
 	if !args.Op.IsWrite() {
 		return fmt.Errorf("Invalid KVS operation %q", args.Op)
 	}

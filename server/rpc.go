@@ -110,7 +110,7 @@ type writeOpts interface{ WriteOpts() *structs.WriteRequest }
 // otherwise by forwarding it to the leader. args and reply are the types
 // structs/endpoints.go lists for method.
 func (s *Server) RPC(ctx context.Context, method string, args, reply any) (err error) {
-	defer func() { s.metrics.observeRPC(method, err) }()
+	defer func() { s.metrics.observeRPC(err) }()
 	ep, ok := s.endpoints[method]
 	if !ok {
 		return fmt.Errorf("%w: %s", structs.ErrUnknownMethod, method)

@@ -207,3 +207,11 @@ func (s *Server[U]) close(st *stream) {
 	s.mu.Unlock()
 	s.wg.Done()
 }
+
+// Streams reports how many ADS streams are open, for the agent's
+// consul.xds.server.streams gauge.
+func (s *Server[U]) Streams() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.streams)
+}
