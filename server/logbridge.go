@@ -2,9 +2,11 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
+	"strconv"
 
 	"github.com/hashicorp/go-hclog"
 )
@@ -38,7 +40,41 @@ func hclogToSlog(level hclog.Level) slog.Level {
 }
 
 func (b *hclogBridge) Log(level hclog.Level, msg string, args ...any) {
-	b.slog.Log(context.Background(), hclogToSlog(level), msg, append(b.args[:len(b.args):len(b.args)], args...)...)
+	b.slog.Log(context.Background(), hclogToSlog(level), msg, hclogArgs(append(b.args[:len(b.args):len(b.args)], args...))...)
+}
+
+// hclogArgs renders the values hclog formats itself as hclog renders
+// them: raft logs its initial configuration as hclog.Fmt("%+v", servers),
+// which slog would otherwise print as the raw slice `[%+v [...]]`. Keys
+// and other values pass through for slog to render.
+func hclogArgs(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		if i%2 == 0 {
+			out[i] = a
+			continue
+		}
+		switch v := a.(type) {
+		case hclog.Format:
+			if len(v) > 0 {
+				if f, ok := v[0].(string); ok {
+					a = fmt.Sprintf(f, v[1:]...)
+				}
+			}
+		case hclog.Hex:
+			a = "0x" + strconv.FormatUint(uint64(v), 16)
+		case hclog.Octal:
+			a = "0" + strconv.FormatUint(uint64(v), 8)
+		case hclog.Binary:
+			a = "0b" + strconv.FormatUint(uint64(v), 2)
+		case hclog.Quote:
+			a = strconv.Quote(string(v))
+		case hclog.CapturedStacktrace:
+			a = string(v)
+		}
+		out[i] = a
+	}
+	return out
 }
 func (b *hclogBridge) Trace(msg string, args ...any) { b.Log(hclog.Trace, msg, args...) }
 func (b *hclogBridge) Debug(msg string, args ...any) { b.Log(hclog.Debug, msg, args...) }
