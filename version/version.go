@@ -50,9 +50,17 @@ type Info struct {
 // and date come from the Go toolchain's VCS stamping (debug.ReadBuildInfo),
 // so no -ldflags are needed and there is no mutable package state.
 func Get() Info {
+	bi, _ := debug.ReadBuildInfo()
+	return FromBuildInfo(bi)
+}
+
+// FromBuildInfo is Get for the given build information (nil when the
+// binary has none): vcs.revision, vcs.modified and vcs.time, which `go
+// build` records from the work tree it builds in, and none of which `go
+// test` or `go run` record.
+func FromBuildInfo(bi *debug.BuildInfo) Info {
 	info := Info{Version: Version, ConsulVersion: ConsulVersion, Prerelease: Prerelease}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
+	if bi == nil {
 		return info
 	}
 	for _, s := range bi.Settings {

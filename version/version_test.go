@@ -1,6 +1,7 @@
 package version
 
 import (
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -46,5 +47,31 @@ func TestGet(t *testing.T) {
 	}
 	if !strings.Contains(Human(), "Trellis v"+Version) {
 		t.Fatalf("Human() = %q", Human())
+	}
+}
+
+func TestFromBuildInfo(t *testing.T) {
+	when := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name     string
+		settings []debug.BuildSetting
+		want     Info
+	}{
+		{"no build info", nil, Info{Version: Version, ConsulVersion: ConsulVersion}},
+		{"stamped", []debug.BuildSetting{{Key: "vcs.revision", Value: "0123abcd"}, {Key: "vcs.time", Value: "2026-11-30T12:00:00Z"}, {Key: "vcs.modified", Value: "false"}},
+			Info{Version: Version, ConsulVersion: ConsulVersion, Revision: "0123abcd", BuildDate: when}},
+		{"dirty", []debug.BuildSetting{{Key: "vcs.revision", Value: "0123abcd"}, {Key: "vcs.modified", Value: "true"}},
+			Info{Version: Version, ConsulVersion: ConsulVersion, Revision: "0123abcd", Modified: true}},
+		{"bad time", []debug.BuildSetting{{Key: "vcs.time", Value: "yesterday"}}, Info{Version: Version, ConsulVersion: ConsulVersion}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var bi *debug.BuildInfo
+			if tc.settings != nil {
+				bi = &debug.BuildInfo{Settings: tc.settings}
+			}
+			if got := FromBuildInfo(bi); got != tc.want {
+				t.Errorf("FromBuildInfo = %+v, want %+v", got, tc.want)
+			}
+		})
 	}
 }

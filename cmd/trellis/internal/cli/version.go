@@ -34,6 +34,20 @@ type versionInfo struct {
 	TrellisVersion string
 }
 
+// newVersionInfo is the report of build v. Revision and BuildDate are
+// the VCS stamp `go build` records (empty and the zero time without one).
+func newVersionInfo(v version.Info) versionInfo {
+	return versionInfo{
+		Version:        v.ConsulVersion,
+		Revision:       v.Revision,
+		Prerelease:     v.Prerelease,
+		FullVersion:    v.Human(),
+		BuildDate:      v.BuildDate,
+		RPC:            rpcVersionInfo{Default: rpcProtocolDefault, Min: rpcProtocolMin, Max: rpcProtocolMax},
+		TrellisVersion: v.Version,
+	}
+}
+
 const versionHelp = `
 Usage: trellis version [options]
 
@@ -46,16 +60,7 @@ func runVersion(args []string, env *Env) int {
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	v := version.Get()
-	info := versionInfo{
-		Version:        v.ConsulVersion,
-		Revision:       v.Revision,
-		Prerelease:     v.Prerelease,
-		FullVersion:    v.Human(),
-		BuildDate:      v.BuildDate,
-		RPC:            rpcVersionInfo{Default: rpcProtocolDefault, Min: rpcProtocolMin, Max: rpcProtocolMax},
-		TrellisVersion: v.Version,
-	}
+	info := newVersionInfo(version.Get())
 	switch format {
 	case "pretty":
 		// First line as Consul's, for scripts that parse "Consul v(\S+)".
