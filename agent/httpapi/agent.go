@@ -3,6 +3,8 @@ package httpapi
 import (
 	"net/http"
 	"time"
+
+	"github.com/trellis-mesh/trellis/telemetry"
 )
 
 // SelfInfo is what /v1/agent/self reports about this agent beyond the node
@@ -117,16 +119,6 @@ func (s *Server) agentSelf(w http.ResponseWriter, r *http.Request) (any, error) 
 	}, nil
 }
 
-// metricsSummary is the shape of Consul's in-memory metrics summary, served
-// (empty) when no metrics handler is configured.
-type metricsSummary struct {
-	Timestamp string
-	Gauges    []struct{}
-	Points    []struct{}
-	Counters  []struct{}
-	Samples   []struct{}
-}
-
 // agentMetrics handles GET /v1/agent/metrics by delegating to the
 // configured metrics handler.
 func (s *Server) agentMetrics(w http.ResponseWriter, r *http.Request) (any, error) {
@@ -134,11 +126,6 @@ func (s *Server) agentMetrics(w http.ResponseWriter, r *http.Request) (any, erro
 		s.metrics.ServeHTTP(w, r)
 		return nil, nil
 	}
-	return metricsSummary{
-		Timestamp: time.Now().UTC().Truncate(10 * time.Second).Format("2006-01-02 15:04:05 -0700 MST"),
-		Gauges:    []struct{}{},
-		Points:    []struct{}{},
-		Counters:  []struct{}{},
-		Samples:   []struct{}{},
-	}, nil
+	// Consul's summary shape, with nothing measured.
+	return telemetry.Summarize(nil, time.Now()), nil
 }
