@@ -68,6 +68,17 @@ func Definitions() []Definition {
 	}
 }
 
+// Help returns the help text of the named definition ("" if none), so
+// that instruments registered by Trellis's code share the table's text.
+func Help(name string) string {
+	for _, d := range Definitions() {
+		if d.Name == name {
+			return d.Help
+		}
+	}
+	return ""
+}
+
 // PromName is a dotted metric name in Prometheus form, as go-metrics'
 // Prometheus sink spells it: "consul.raft.commitTime" is
 // "consul_raft_commitTime".

@@ -61,14 +61,3 @@ func NewTimer(name, help string) prometheus.Summary {
 func ObserveSince(t prometheus.Observer, start time.Time) {
 	t.Observe(float64(time.Since(start)) / float64(time.Millisecond))
 }
-
-// Help returns the help text of the named definition ("" if none), so
-// that instruments registered by Trellis's code share the table's text.
-func Help(name string) string {
-	for _, d := range Definitions() {
-		if d.Name == name {
-			return d.Help
-		}
-	}
-	return ""
-}
