@@ -62,11 +62,11 @@ func hclogArgs(args []any) []any {
 				}
 			}
 		case hclog.Hex:
-			a = "0x" + strconv.FormatUint(uint64(v), 16)
+			a = "0x" + strconv.FormatUint(uint64(v), 16) //nolint:gosec // hclog prints the bits as unsigned too
 		case hclog.Octal:
-			a = "0" + strconv.FormatUint(uint64(v), 8)
+			a = "0" + strconv.FormatUint(uint64(v), 8) //nolint:gosec // hclog prints the bits as unsigned too
 		case hclog.Binary:
-			a = "0b" + strconv.FormatUint(uint64(v), 2)
+			a = "0b" + strconv.FormatUint(uint64(v), 2) //nolint:gosec // hclog prints the bits as unsigned too
 		case hclog.Quote:
 			a = strconv.Quote(string(v))
 		case hclog.CapturedStacktrace:

@@ -103,7 +103,7 @@ func counterValue(name string, total float64, labels map[string]string) SampledV
 
 func sampleValue(name string, count uint64, sum float64, quantiles []float64, labels map[string]string) SampledValue {
 	sum = finite(sum)
-	v := SampledValue{Name: name, Count: int(count), Sum: sum, Rate: sum / 10, Labels: labels}
+	v := SampledValue{Name: name, Count: int(min(count, math.MaxInt)), Sum: sum, Rate: sum / 10, Labels: labels}
 	if count > 0 {
 		v.Mean = sum / float64(count)
 		v.Min, v.Max = v.Mean, v.Mean
