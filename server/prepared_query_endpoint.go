@@ -142,6 +142,9 @@ func (s *Server) preparedQueryExecute(ctx context.Context, args *structs.Prepare
 		if err != nil {
 			return err
 		}
+		if args.Connect {
+			q.Service.Connect = true
+		}
 		nodes, hidx, err := executeQuery(ws, st, q)
 		if err != nil {
 			return err

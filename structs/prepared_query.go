@@ -140,6 +140,9 @@ type PreparedQueryExecuteRequest struct {
 	Agent QuerySource
 	// SourceIP is the client's address, what Near "_ip" looks up.
 	SourceIP string
+	// Connect (?connect=true) asks for the Connect endpoints whatever the
+	// query's own Connect says.
+	Connect bool
 	QueryOptions
 }
 

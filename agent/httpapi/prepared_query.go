@@ -91,7 +91,7 @@ func (s *Server) preparedQuerySpecific(w http.ResponseWriter, r *http.Request) (
 
 // parseExecute fills an execute or explain request: ?near= (with "_agent"
 // and "_ip" left for the server, which knows the query's own Near too),
-// ?limit=, the agent running it and the client's address.
+// ?limit=, ?connect=, the agent running it and the client's address.
 func (s *Server) parseExecute(r *http.Request, name string) (*structs.PreparedQueryExecuteRequest, error) {
 	if r.Method != http.MethodGet {
 		return nil, &methodNotAllowedError{method: r.Method, allow: []string{http.MethodGet}}
@@ -106,6 +106,13 @@ func (s *Server) parseExecute(r *http.Request, name string) (*structs.PreparedQu
 	}
 	if near := r.URL.Query().Get("near"); near != "" {
 		args.Source = structs.QuerySource{Datacenter: s.dc, Node: near}
+	}
+	if raw := r.URL.Query().Get("connect"); raw != "" {
+		c, err := strconv.ParseBool(raw)
+		if err != nil {
+			return nil, badRequest("Bad connect: " + raw)
+		}
+		args.Connect = c
 	}
 	if raw := r.URL.Query().Get("limit"); raw != "" {
 		n, err := strconv.Atoi(raw)

@@ -96,6 +96,8 @@ func TestPreparedQueryStatuses(t *testing.T) {
 		{"GET", "/v1/query/nope/execute", "", 404, "Query not found"},
 		{"GET", "/v1/query/nope/explain", "", 404, "Query not found"},
 		{"GET", "/v1/query/taken/execute?limit=x", "", 400, "Bad limit"},
+		{"GET", "/v1/query/taken/execute?connect=x", "", 400, "Bad connect"},
+		{"GET", "/v1/query/taken/execute?connect=true", "", 200, `"Service":"web"`},
 		{"PUT", "/v1/query/" + missing, `{"Service":{"Service":"web"}}`, 500, "Cannot modify non-existent prepared query"},
 		{"DELETE", "/v1/query/" + missing, "", 500, "Cannot delete non-existent prepared query"},
 		{"PUT", "/v1/query/taken/execute", "", 405, ""},
