@@ -324,6 +324,7 @@ func (a *Agent) startDNS() error {
 		RPC:                a,
 		Logger:             a.logger.With("component", "dns"),
 		Datacenter:         rc.Datacenter,
+		NodeName:           rc.NodeName,
 		Domain:             d.Domain,
 		AltDomain:          d.AltDomain,
 		Recursors:          d.Recursors,

@@ -26,6 +26,8 @@ func commandTable() map[structs.MessageType]applyFunc {
 		structs.DedupRequestType: applyDedup, // dedup.go
 
 		structs.CoordinateBatchUpdateType: applyCoordinateBatchUpdate, // coordinates.go
+
+		structs.PreparedQueryRequestType: applyPreparedQuery, // prepared_query.go
 	}
 }
 

@@ -19,9 +19,10 @@ import (
 const (
 	snapshotMagic = "trellis-fsm-snapshot"
 	// Version 2 added the applied-request records (dedup.go), version 3
-	// the coordinate records (coordinates.go); older streams, which have
-	// none, still restore.
-	snapshotVersion = 3
+	// the coordinate records (coordinates.go), version 4 the prepared
+	// query records (prepared_query.go); older streams, which have none,
+	// still restore.
+	snapshotVersion = 4
 )
 
 // ErrSnapshotFormat is returned when a snapshot stream is not one this
@@ -145,6 +146,9 @@ func (s *snapshot) write(enc *codec.Encoder) error {
 		}
 	}
 	if err := writeCoordinates(s.snap, put); err != nil { // coordinates.go
+		return err
+	}
+	if err := writePreparedQueries(s.snap, put); err != nil { // prepared_query.go
 		return err
 	}
 	if err := writeConnectCA(s.snap, put); err != nil { // connect_ca.go
@@ -271,6 +275,8 @@ func (f *FSM) restoreRecord(r *state.Restore, t recordType, dec *codec.Decoder) 
 		return restoreAppliedRequest(r, dec)
 	case recordCoordinates: // coordinates.go
 		return restoreCoordinates(r, dec)
+	case recordPreparedQuery: // prepared_query.go
+		return restorePreparedQuery(r, dec)
 	case recordIndex:
 		var i state.IndexEntry
 		if err := decodeSafe(dec, &i); err != nil {

@@ -30,6 +30,7 @@ func recordNames() map[recordType]string {
 		recordCARoot:         "CARoot",
 		recordCASerial:       "CASerial",
 		recordAppliedRequest: "AppliedRequest",
+		recordPreparedQuery:  "PreparedQuery",
 	}
 }
 

@@ -69,6 +69,13 @@ func (s *Server) endpointTable() map[string]endpoint {
 	handle(t, structs.MethodIntentionCheck, s.intentionCheck)
 	handle(t, structs.MethodDiscoveryChainGet, s.discoveryChainGet)
 
+	// Prepared queries (prepared_query_endpoint.go).
+	handle(t, structs.MethodPreparedQueryApply, s.preparedQueryApply)
+	handle(t, structs.MethodPreparedQueryGet, s.preparedQueryGet)
+	handle(t, structs.MethodPreparedQueryList, s.preparedQueryList)
+	handle(t, structs.MethodPreparedQueryExecute, s.preparedQueryExecute)
+	handle(t, structs.MethodPreparedQueryExplain, s.preparedQueryExplain)
+
 	// Snapshots (snapshot_endpoint.go).
 	handle(t, structs.MethodSnapshotSave, s.snapshotSave)
 	handle(t, structs.MethodSnapshotRestore, s.snapshotRestore)

@@ -135,6 +135,8 @@ func schema() *memdb.DBSchema {
 		tableRequests: requestsTableSchema(),
 		// Network coordinates (coordinates.go).
 		tableCoordinates: coordinatesTableSchema(),
+		// Prepared queries (prepared_query.go).
+		tablePreparedQueries: preparedQueriesTableSchema(),
 	}}
 }
 

@@ -127,6 +127,9 @@ func (tx *writeTxn) deleteSession(id string) error {
 	if err := tx.bumpIndex(tableSessions); err != nil {
 		return err
 	}
+	if err := tx.deleteSessionQueries(sess.ID); err != nil {
+		return err
+	}
 
 	it, err := tx.Get(tableKVs, indexSession, sess.ID)
 	if err != nil {

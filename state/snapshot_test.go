@@ -59,6 +59,11 @@ func richStore(t *testing.T) *Store {
 	caFixture(t, s, 33)          // connect_ca_test.go
 	configEntryFixture(t, s, 40) // config_entry_test.go
 	coordinateFixture(t, s, 45)  // coordinates_test.go
+	must(t, s.PreparedQuerySet(48, &structs.PreparedQuery{ID: "pq1", Name: "web", Session: "del",
+		Service: structs.ServiceQuery{Service: "web", Tags: []string{"v1", "!v2"}, NodeMeta: map[string]string{"k": "v"}, Failover: structs.QueryFailoverOptions{NearestN: 2, Datacenters: []string{"dc2"}}},
+		DNS:     structs.QueryDNSOptions{TTL: "10s"}}))
+	must(t, s.PreparedQuerySet(49, &structs.PreparedQuery{ID: "pq2", Name: "geo-",
+		Template: structs.QueryTemplateOptions{Type: structs.QueryTemplateTypeNamePrefixMatch, Regexp: "^geo-(.*)$"}, Service: structs.ServiceQuery{Service: "${match(1)}"}}))
 	must(t, s.RecordAppliedRequest(AppliedRequest{ID: "req-1", ProposedAt: 1_000, Result: structs.RecordResult(true)}))
 	must(t, s.RecordAppliedRequest(AppliedRequest{ID: "req-2", ProposedAt: 2_000, Result: structs.RecordResult(&structs.TxnResponse{
 		Results: structs.TxnResults{{KV: &structs.DirEntry{Key: "k", Value: []byte("v")}}}})}))
@@ -138,6 +143,11 @@ func restoreFrom(t *testing.T, src *Store, indexesFirst bool) *Store {
 	coords, err := sn.Coordinates()
 	must(t, err)
 	must(t, r.Coordinates(coords))
+	queries, err := sn.PreparedQueries()
+	must(t, err)
+	for _, q := range queries {
+		must(t, r.PreparedQuery(q))
+	}
 	reqs, err := sn.AppliedRequests()
 	must(t, err)
 	for _, a := range reqs {

@@ -126,5 +126,10 @@ func Methods() []MethodInfo {
 		MethodServicesByKind,
 		MethodSnapshotSave,
 		MethodSnapshotRestore,
+		MethodPreparedQueryApply,
+		MethodPreparedQueryGet,
+		MethodPreparedQueryList,
+		MethodPreparedQueryExecute,
+		MethodPreparedQueryExplain,
 	}
 }

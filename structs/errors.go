@@ -86,7 +86,7 @@ func Sentinels() []*Error {
 	return []*Error{ErrNoLeader, ErrNoDCPath, ErrNoServers, ErrPermissionDenied, ErrRateLimited,
 		ErrFilterNotSupported, ErrUnknownMethod, ErrIntentionNotFound, ErrCANotInitialized,
 		ErrCAStateReadOnly, ErrInvalidFilter, ErrLeadershipLost, ErrOutcomeUnknown,
-		ErrSnapshotInvalid, ErrSnapshotTooLarge}
+		ErrSnapshotInvalid, ErrSnapshotTooLarge, ErrQueryNotFound}
 }
 
 // MaybeApplied reports whether err leaves a write's outcome unknown: it

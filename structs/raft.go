@@ -40,6 +40,9 @@ const (
 	// leader collected from Coordinate.Update calls. Updates for nodes not
 	// in the catalog are dropped.
 	CoordinateBatchUpdateType MessageType = 10
+	// PreparedQueryRequestType creates, updates or deletes a prepared
+	// query.
+	PreparedQueryRequestType MessageType = 11
 )
 
 // IgnoreUnknownTypeFlag marks a command that an older FSM that does not know
@@ -72,6 +75,8 @@ func (t MessageType) String() string {
 		return "Dedup"
 	case CoordinateBatchUpdateType:
 		return "CoordinateBatchUpdate"
+	case PreparedQueryRequestType:
+		return "PreparedQuery"
 	}
 	return "Unknown"
 }

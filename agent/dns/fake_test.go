@@ -22,6 +22,9 @@ type fakeCatalog struct {
 	nodes []*structs.Node
 	// instances by "<kind>:<name>", kind being service, connect or ingress.
 	instances map[string]structs.CheckServiceNodes
+	// queries maps a prepared query's name to what executing it answers
+	// (its Nodes are the instances of its Service).
+	queries map[string]structs.PreparedQueryExecuteResponse
 	// lastContact is reported by stale reads.
 	lastContact time.Duration
 
@@ -68,6 +71,15 @@ func (f *fakeCatalog) RPC(_ context.Context, method string, args, reply any) err
 				r.NodeServices = &structs.NodeServices{Node: n}
 			}
 		}
+	case structs.MethodPreparedQueryExecute.Name():
+		a, r := args.(*structs.PreparedQueryExecuteRequest), reply.(*structs.PreparedQueryExecuteResponse)
+		meta(&a.QueryOptions, &r.QueryMeta)
+		q, ok := f.queries[strings.ToLower(a.QueryIDOrName)]
+		if !ok {
+			return structs.ErrQueryNotFound
+		}
+		*r = q
+		r.Nodes = f.instances["service:"+q.Service]
 	case structs.MethodCatalogListNodes.Name():
 		a, r := args.(*structs.DCSpecificRequest), reply.(*structs.IndexedNodes)
 		meta(&a.QueryOptions, &r.QueryMeta)
@@ -109,6 +121,10 @@ func newFixture() *fakeCatalog {
 	pass, warn, crit := structs.HealthPassing, structs.HealthWarning, structs.HealthCritical
 	f := &fakeCatalog{
 		nodes: []*structs.Node{n1, n2, n3},
+		queries: map[string]structs.PreparedQueryExecuteResponse{
+			"q1":     {Service: "web"},
+			"db-ttl": {Service: "db", DNS: structs.QueryDNSOptions{TTL: "42s"}},
+		},
 		instances: map[string]structs.CheckServiceNodes{
 			"service:web": {
 				instance(n1, &structs.NodeService{ID: "web1", Service: "web", Tags: []string{"v1"}, Port: 80}, pass),

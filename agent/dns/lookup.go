@@ -3,9 +3,11 @@ package dns
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"strings"
+	"time"
 
 	mdns "github.com/miekg/dns"
 
@@ -70,8 +72,10 @@ func (s *Server) answerZone(ctx context.Context, req *mdns.Msg, zone string) *md
 		err = s.nodeLookup(ctx, resp, pq)
 	case pq.kind == kindAddr:
 		err = s.addrLookup(resp, pq)
+	case pq.kind == kindQuery:
+		err = s.preparedQueryLookup(ctx, resp, pq, zone)
 	default:
-		// Prepared queries and virtual services do not exist yet.
+		// Virtual services do not exist yet.
 		err = errNotFound
 	}
 	switch {
@@ -111,11 +115,49 @@ func (s *Server) serviceLookup(ctx context.Context, resp *mdns.Msg, pq question,
 		return errNotFound
 	}
 	rand.Shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] }) //nolint:gosec // spreading load over instances needs no unpredictability
-	ttl := ttlSeconds(s.serviceTTL.lookup(pq.name))
+	s.instanceRecords(resp, nodes, ttlSeconds(s.serviceTTL.lookup(pq.name)), zone)
+	return nil
+}
+
+// preparedQueryLookup answers <query>.query.<zone> by executing the
+// prepared query with that ID or name, as Consul does: the instances in
+// the order the query gives (random, or by distance with Near), the
+// query's DNS TTL or else the service TTL of the service it names.
+func (s *Server) preparedQueryLookup(ctx context.Context, resp *mdns.Msg, pq question, zone string) error {
+	args := &structs.PreparedQueryExecuteRequest{
+		QueryIDOrName: pq.name,
+		Agent:         structs.QuerySource{Datacenter: s.cfg.Datacenter, Node: s.cfg.NodeName},
+	}
+	reply, err := read(ctx, s, structs.MethodPreparedQueryExecute, args)
+	if errors.Is(err, structs.ErrQueryNotFound) {
+		return errNotFound
+	}
+	if err != nil {
+		return err
+	}
+	nodes := healthy(reply.Nodes, false)
+	if len(nodes) == 0 {
+		return errNotFound
+	}
+	ttl := s.serviceTTL.lookup(reply.Service)
+	if reply.DNS.TTL != "" {
+		d, err := time.ParseDuration(reply.DNS.TTL)
+		if err != nil {
+			return fmt.Errorf("dns: prepared query %q: bad DNS TTL: %w", pq.name, err)
+		}
+		ttl = d
+	}
+	s.instanceRecords(resp, nodes, ttlSeconds(ttl), zone)
+	return nil
+}
+
+// instanceRecords answers with the instances: SRV records, or the address
+// records of each distinct address.
+func (s *Server) instanceRecords(resp *mdns.Msg, nodes structs.CheckServiceNodes, ttl uint32, zone string) {
 	q := resp.Question[0]
 	if q.Qtype == mdns.TypeSRV {
 		s.srvRecords(resp, nodes, ttl, zone)
-		return nil
+		return
 	}
 	seen := map[string]bool{}
 	for _, n := range nodes {
@@ -126,7 +168,6 @@ func (s *Server) serviceLookup(ctx context.Context, resp *mdns.Msg, pq question,
 		seen[addr] = true
 		resp.Answer = append(resp.Answer, addrRecords(q.Name, q.Qtype, addr, ttl)...)
 	}
-	return nil
 }
 
 // healthy keeps the instances Consul's DNS returns: no critical (or

@@ -50,6 +50,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Datacenter is the agent's; names for another one are NXDOMAIN.
 	Datacenter string
+	// NodeName is the agent's node: what a prepared query's Near "_agent"
+	// sorts by.
+	NodeName string
 	// Domain is the zone answered, fully qualified ("consul."); AltDomain,
 	// when set, is answered the same way, with its own name in answers.
 	Domain    string

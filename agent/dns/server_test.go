@@ -94,7 +94,12 @@ func TestNameForms(t *testing.T) {
 		{name: "node AAAA of an IPv4 node is no data", q: "n2.node.consul.", qtype: mdns.TypeAAAA, rcode: ok, ns: soa},
 		{name: "unknown node", q: "nope.node.consul.", qtype: mdns.TypeA, rcode: nx, ns: soa},
 		{name: "unknown service", q: "nope.service.consul.", qtype: mdns.TypeA, rcode: nx, ns: soa},
-		{name: "prepared query", q: "q1.query.consul.", qtype: mdns.TypeA, rcode: nx, ns: soa},
+		{name: "prepared query", q: "q1.query.consul.", qtype: mdns.TypeA, rcode: ok,
+			answer: []string{"q1.query.consul. A 10.0.0.1", "q1.query.consul. A 10.0.0.2"}},
+		{name: "prepared query SRV", q: "Q1.query.dc1.consul.", qtype: mdns.TypeSRV, rcode: ok, edit: func(c *Config) { c.NodeMetaTXT = false },
+			answer: []string{"Q1.query.dc1.consul. SRV 1 1 80 n1.node.dc1.consul.", "Q1.query.dc1.consul. SRV 1 3 81 n2.node.dc1.consul."},
+			extra:  []string{"n1.node.dc1.consul. A 10.0.0.1", "n2.node.dc1.consul. A 10.0.0.2"}},
+		{name: "unknown prepared query", q: "nope.query.consul.", qtype: mdns.TypeA, rcode: nx, ns: soa},
 		{name: "no kind label", q: "web.consul.", qtype: mdns.TypeA, rcode: nx, ns: soa},
 		{name: "apex SOA", q: "consul.", qtype: mdns.TypeSOA, rcode: ok, answer: []string{soa}},
 		{name: "alt domain", q: "v2.web.service.alt.", qtype: mdns.TypeSRV, rcode: ok, edit: func(c *Config) { c.NodeMetaTXT = false },
@@ -183,6 +188,9 @@ func TestTTLs(t *testing.T) {
 		{"v6.service.consul.", mdns.TypeAAAA, 5},
 		{"db.service.consul.", mdns.TypeA, 0},
 		{"n1.node.consul.", mdns.TypeA, 10},
+		// A prepared query's own TTL wins; without one, its service's.
+		{"db-ttl.query.consul.", mdns.TypeA, 42},
+		{"q1.query.consul.", mdns.TypeA, 30},
 		{"1.0.0.10.in-addr.arpa.", mdns.TypePTR, 10},
 	} {
 		r := exchange(t, addr, "udp", tc.q, tc.qtype, 0)

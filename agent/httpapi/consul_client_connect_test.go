@@ -15,6 +15,13 @@ import (
 // HTTP API over it, and returns an official Consul client for it.
 func startRealServer(t *testing.T) (*api.Client, *server.Server) {
 	t.Helper()
+	c, _, srv := startRealServerURL(t)
+	return c, srv
+}
+
+// startRealServerURL is startRealServer, with the HTTP base URL too.
+func startRealServerURL(t *testing.T) (*api.Client, string, *server.Server) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -38,8 +45,8 @@ func startRealServer(t *testing.T) (*api.Client, *server.Server) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, _ := officialClient(t, h)
-	return c, srv
+	c, url := officialClient(t, h)
+	return c, url, srv
 }
 
 func TestConsulClientConfigEntries(t *testing.T) {

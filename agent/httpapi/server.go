@@ -229,6 +229,8 @@ func (s *Server) routes() *http.ServeMux {
 
 	// Events (event.go) and network coordinates (coordinate.go).
 	handle("/v1/event/fire/", put, s.eventFire)
+	handle("/v1/query", []string{http.MethodGet, http.MethodPost}, s.preparedQueryGeneral)
+	handle("/v1/query/", []string{http.MethodGet, http.MethodPut, http.MethodDelete}, s.preparedQuerySpecific)
 	handle("/v1/event/list", get, s.eventList)
 	handle("/v1/coordinate/datacenters", get, s.coordinateDatacenters)
 	handle("/v1/coordinate/nodes", get, s.coordinateNodes)
