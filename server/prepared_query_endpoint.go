@@ -206,7 +206,7 @@ func executeQuery(ws memdb.WatchSet, st *state.Store, q *structs.PreparedQuery) 
 			out = append(out, n)
 		}
 	}
-	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] })
+	rand.Shuffle(len(out), func(i, j int) { out[i], out[j] = out[j], out[i] }) //nolint:gosec // spreading load over instances needs no unpredictability
 	return out, r.Index, nil
 }
 

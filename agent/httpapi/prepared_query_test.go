@@ -114,7 +114,7 @@ func TestPreparedQueryStatuses(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer resp.Body.Close()
+			defer func() { _ = resp.Body.Close() }()
 			body, _ := io.ReadAll(resp.Body)
 			if resp.StatusCode != tt.code || !strings.Contains(string(body), tt.text) {
 				t.Fatalf("%d %q, want %d %q", resp.StatusCode, body, tt.code, tt.text)
