@@ -100,6 +100,7 @@ func commands() map[string]command {
 		"kv import":                 {"Imports part of the KV tree in JSON format", runKVImport},
 		"kv put":                    {"Sets or updates data in the KV store", runKVPut},
 		"leave":                     {"Gracefully leaves the cluster and shuts down", runLeave},
+		"lock":                      {"Execute a command holding a lock", runLock},
 		"maint":                     {"Controls node or service maintenance mode", runMaint},
 		"members":                   {"Lists the members of the cluster", runMembers},
 		"operator":                  {"Provides cluster-level tools for operators", nil},

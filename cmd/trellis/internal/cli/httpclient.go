@@ -40,8 +40,10 @@ func isNotFound(err error) bool {
 	return errors.As(err, &se) && se.Code == http.StatusNotFound
 }
 
-// apiClient is a small client for Consul's HTTP API built on net/http. The
-// official consul/api module stays a test-only dependency of the project.
+// apiClient is a small client for Consul's HTTP API built on net/http, so
+// that each command's requests are exactly the ones Consul's CLI sends.
+// Only lock uses the official consul/api client, for its lock and
+// semaphore algorithms, over this client's transport.
 type apiClient struct {
 	base  url.URL // scheme and host
 	http  *http.Client

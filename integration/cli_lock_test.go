@@ -1,0 +1,85 @@
+package integration
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestCLILock: trellis lock against a real server holds Consul's lock at
+// PREFIX/.lock (or a semaphore under PREFIX with -n > 1) while the child
+// runs, releases and cleans it up afterwards, and gives Consul's exit
+// codes.
+func TestCLILock(t *testing.T) {
+	_, leader := startAgentCluster(t, agentClusterConfig{servers: 1})
+	ctx := scenarioContext(t)
+	addr := leader.HTTPAddr()
+	client := newConsulClient(t, addr)
+	lock := func(args ...string) cliResult {
+		return runCLI(ctx, t, append([]string{"lock", "-http-addr", addr}, args...)...)
+	}
+	// noKeysUnder fails when the lock left anything behind.
+	noKeysUnder := func(t *testing.T, prefix string) {
+		t.Helper()
+		pairs, _, err := client.KV().List(prefix, nil)
+		if err != nil || len(pairs) != 0 {
+			t.Fatalf("keys left under %s: %v (%v)", prefix, pairs, err)
+		}
+	}
+
+	tests := []struct {
+		name   string
+		args   []string
+		code   int
+		stdout string
+		stderr string
+		prefix string
+	}{
+		{name: "lock held while the child runs", prefix: "l1",
+			args:   []string{"l1", `echo held=$CONSUL_LOCK_HELD; echo done`},
+			stdout: "held=true\ndone\n"},
+		{name: "semaphore", prefix: "s1", args: []string{"-n", "2", "s1", "echo", "sem"}, stdout: "sem\n"},
+		{name: "child failure is not propagated by default", prefix: "l2", args: []string{"l2", "exit 3"}},
+		{name: "-child-exit-code", prefix: "l3", args: []string{"-child-exit-code", "l3", "exit 3"}, code: 2},
+		{name: "verbose", prefix: "l4", args: []string{"-verbose", "l4", "true"},
+			stdout: "Setting up lock at path: l4/.lock\nAttempting lock acquisition\nStarting handler\nCleanup succeeded\n"},
+		{name: "missing child", args: []string{"l5"}, code: 1, stderr: "Key prefix and child command must be specified"},
+		{name: "bad limit", args: []string{"-n", "0", "l5", "true"}, code: 1, stderr: "Lock holder limit must be positive"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := lock(tt.args...)
+			if r.code != tt.code || (tt.stdout != "" && r.stdout != tt.stdout) || !strings.Contains(r.stderr, tt.stderr) {
+				t.Fatalf("%v", r)
+			}
+			if tt.prefix != "" {
+				noKeysUnder(t, tt.prefix)
+			}
+		})
+	}
+
+	t.Run("-timeout while another holds the lock", func(t *testing.T) {
+		l, err := client.LockKey("held/.lock")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := l.Lock(nil); err != nil {
+			t.Fatal(err)
+		}
+		r := lock("-timeout", "500ms", "held", "echo never")
+		if r.code != 1 || strings.Contains(r.stdout, "never") ||
+			!strings.Contains(r.stderr, "Shutdown triggered or timeout during lock acquisition") {
+			t.Fatalf("%v", r)
+		}
+		if err := l.Unlock(); err != nil {
+			t.Fatal(err)
+		}
+		r = lock("-timeout", "5s", "held", "echo now")
+		if r.code != 0 || r.stdout != "now\n" {
+			t.Fatalf("%v", r)
+		}
+		pair, _, err := client.KV().Get("held/.lock", nil)
+		if err != nil || (pair != nil && pair.Session != "") {
+			t.Fatalf("lock still held after the command: %+v (%v)", pair, err)
+		}
+	})
+}
