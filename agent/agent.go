@@ -478,6 +478,7 @@ func (a *Agent) self() httpapi.SelfInfo {
 		Version:           version.ConsulVersion,
 		PrimaryDatacenter: rc.Datacenter,
 		Meta:              rc.NodeMeta,
+		Stats:             a.stats(),
 	}
 	if a.gossip != nil {
 		info.Member = memberInfo(a.gossip.LocalMember())

@@ -85,6 +85,7 @@ func commands() map[string]command {
 		"connect envoy":             {"Runs or configures Envoy as a Connect proxy", runConnectEnvoy},
 		"event":                     {"Fire a new event", runEvent},
 		"force-leave":               {"Forces a member of the cluster to enter the \"left\" state", runForceLeave},
+		"info":                      {"Provides debugging information for operators", runInfo},
 		"intention":                 {"Interact with Connect service intentions", nil},
 		"intention check":           {"Check whether a connection between two services is allowed.", runIntentionCheck},
 		"intention create":          {"Create intentions for service connections.", runIntentionCreate},

@@ -5,14 +5,26 @@ import (
 	"testing"
 )
 
-// TestCLILock: trellis lock against a real server holds Consul's lock at
-// PREFIX/.lock (or a semaphore under PREFIX with -n > 1) while the child
-// runs, releases and cleans it up afterwards, and gives Consul's exit
-// codes.
-func TestCLILock(t *testing.T) {
+// TestCLIServerCommands: trellis lock against a real server holds
+// Consul's lock at PREFIX/.lock (or a semaphore under PREFIX with -n > 1)
+// while the child runs, releases and cleans it up afterwards, and gives
+// Consul's exit codes; trellis info prints the server's Stats sections.
+func TestCLIServerCommands(t *testing.T) {
 	_, leader := startAgentCluster(t, agentClusterConfig{servers: 1})
 	ctx := scenarioContext(t)
 	addr := leader.HTTPAddr()
+	t.Run("info", func(t *testing.T) {
+		r := runCLI(ctx, t, "info", "-http-addr", addr)
+		if r.code != 0 {
+			t.Fatalf("%v", r)
+		}
+		for _, want := range []string{"agent:\n", "build:\n", "consul:\n", "raft:\n", "runtime:\n", "serf_lan:\n",
+			"\tleader = true\n", "\tserver = true\n", "\tstate = Leader\n", "\tmembers = 1\n", "\tversion = 1.22.0\n"} {
+			if !strings.Contains(r.stdout, want) {
+				t.Errorf("info lacks %q: %v", want, r)
+			}
+		}
+	})
 	client := newConsulClient(t, addr)
 	lock := func(args ...string) cliResult {
 		return runCLI(ctx, t, append([]string{"lock", "-http-addr", addr}, args...)...)
