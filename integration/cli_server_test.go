@@ -1,14 +1,24 @@
 package integration
 
 import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestCLIServerCommands: trellis lock against a real server holds
 // Consul's lock at PREFIX/.lock (or a semaphore under PREFIX with -n > 1)
 // while the child runs, releases and cleans it up afterwards, and gives
-// Consul's exit codes; trellis info prints the server's Stats sections.
+// Consul's exit codes; trellis info prints the server's Stats sections;
+// trellis monitor streams the agent's debug logs until interrupted.
 func TestCLIServerCommands(t *testing.T) {
 	_, leader := startAgentCluster(t, agentClusterConfig{servers: 1})
 	ctx := scenarioContext(t)
@@ -37,6 +47,8 @@ func TestCLIServerCommands(t *testing.T) {
 			t.Fatalf("keys left under %s: %v (%v)", prefix, pairs, err)
 		}
 	}
+
+	t.Run("monitor", func(t *testing.T) { cliMonitor(ctx, t, addr) })
 
 	tests := []struct {
 		name   string
@@ -94,4 +106,48 @@ func TestCLIServerCommands(t *testing.T) {
 			t.Fatalf("lock still held after the command: %+v (%v)", pair, err)
 		}
 	})
+}
+
+// cliMonitor runs `trellis monitor -log-level debug` and fires user events
+// until the agent's debug line about one shows up in its output, then
+// interrupts it: Consul's monitor exits 0 on an interrupt.
+func cliMonitor(ctx context.Context, t *testing.T, addr string) {
+	cmd := exec.CommandContext(ctx, requireBinary(t), "monitor", "-log-level", "debug", "-http-addr", addr)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	found := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "user event received") && strings.Contains(sc.Text(), "event=monitored") {
+				found <- sc.Text()
+				break
+			}
+		}
+		_, _ = io.Copy(io.Discard, out)
+	}()
+	eventually(t, 20*time.Second, "a user event in the monitor's output", func() error {
+		if r := runCLI(ctx, t, "event", "-http-addr", addr, "-name", "monitored"); r.code != 0 {
+			return fmt.Errorf("%v", r)
+		}
+		select {
+		case <-found:
+			return nil
+		case <-time.After(300 * time.Millisecond):
+			return errors.New("not seen yet")
+		}
+	})
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("monitor after an interrupt: %v (stderr %s)", err, stderr.String())
+	}
 }

@@ -9,6 +9,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -104,6 +105,7 @@ func commands() map[string]command {
 		"lock":                      {"Execute a command holding a lock", runLock},
 		"maint":                     {"Controls node or service maintenance mode", runMaint},
 		"members":                   {"Lists the members of the cluster", runMembers},
+		"monitor":                   {"Stream logs from a Trellis agent", runMonitor},
 		"operator":                  {"Provides cluster-level tools for operators", nil},
 		"operator raft":             {"Provides cluster-level tools for Raft", nil},
 		"operator raft list-peers":  {"Display the current Raft peer configuration", runRaftListPeers},
@@ -217,5 +219,28 @@ func usage(w io.Writer, prefix string) {
 	for _, n := range names {
 		sub := strings.TrimSpace(strings.TrimPrefix(n, prefix))
 		fmt.Fprintf(w, "    %-*s    %s\n", width, sub, cmds[n].synopsis)
+	}
+}
+
+// interruptContext returns a context cancelled when a signal arrives on
+// env.Signals (SIGINT, SIGTERM, SIGHUP), for the commands that run until
+// interrupted, and the function that releases it and waits for its
+// goroutine.
+func interruptContext(env *Env) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs, stop := env.Signals()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-sigs:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		cancel()
+		<-done
+		stop()
 	}
 }

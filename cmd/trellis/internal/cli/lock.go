@@ -119,17 +119,8 @@ func runLock(args []string, env *Env) int {
 	}
 
 	// A signal cancels ctx: it ends the acquisition and the child.
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sigs, unsubscribe := env.Signals()
-	defer unsubscribe()
-	go func() {
-		select {
-		case <-sigs:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	ctx, release := interruptContext(env)
+	defer release()
 	// -timeout is LockTryOnce with the api client's own wait; ctx only
 	// lets a signal end the wait early.
 	verbose("Attempting lock acquisition")

@@ -81,17 +81,8 @@ func runWatch(args []string, env *Env) int {
 		fmt.Fprintln(env.Stderr, err)
 		return 1
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	sigs, stop := env.Signals()
-	defer stop()
-	go func() {
-		select {
-		case <-sigs:
-			cancel()
-		case <-ctx.Done():
-		}
-	}()
+	ctx, release := interruptContext(env)
+	defer release()
 	handler := strings.Join(fs.Args(), " ")
 	for {
 		view, index, err := w.next(ctx)
