@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"go.uber.org/goleak"
 )
 
 func TestWatchOnce(t *testing.T) {
@@ -94,6 +96,10 @@ func (b *blockingKV) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 func TestWatchHandlerRunsOnEveryChange(t *testing.T) {
+	// Registered first, so it runs after the server's Cleanup: the watch
+	// must leave no goroutine behind once interrupted.
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
 	b := &blockingKV{history: []struct {
 		index uint64
 		body  string
