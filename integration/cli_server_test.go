@@ -81,6 +81,27 @@ func TestCLIServerCommands(t *testing.T) {
 		})
 	}
 
+	t.Run("lost lock ends the child", func(t *testing.T) {
+		done := make(chan cliResult, 1)
+		go func() { done <- lock("-child-exit-code", "lost", "sleep 60") }()
+		var session string
+		eventually(t, 20*time.Second, "the lock at lost/.lock", func() error {
+			pair, _, err := client.KV().Get("lost/.lock", nil)
+			if err != nil || pair == nil || pair.Session == "" {
+				return fmt.Errorf("not held: %+v %v", pair, err)
+			}
+			session = pair.Session
+			return nil
+		})
+		if _, err := client.Session().Destroy(session, nil); err != nil {
+			t.Fatal(err)
+		}
+		r := <-done
+		if r.code != 2 || !strings.Contains(r.stderr, "Lock lost, killing child") {
+			t.Fatalf("%v", r)
+		}
+	})
+
 	t.Run("-timeout while another holds the lock", func(t *testing.T) {
 		l, err := client.LockKey("held/.lock")
 		if err != nil {

@@ -8,7 +8,6 @@ import (
 	"os/exec"
 	"path"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/hashicorp/consul/api"
@@ -173,8 +172,8 @@ func newLockOps(client *api.Client, prefix string, f lockFlags) (lockOps, error)
 }
 
 // runLockChild runs the child until it exits, the lock is lost or ctx
-// ends; in the last two cases the child gets SIGTERM, then SIGKILL after
-// lockKillGrace.
+// ends; in the last two cases the child's process group gets SIGTERM, and
+// the child SIGKILL after lockKillGrace.
 func runLockChild(ctx context.Context, lost <-chan struct{}, child []string, f lockFlags, env *Env, verbose func(string, ...any)) error {
 	childCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -189,7 +188,7 @@ func runLockChild(ctx context.Context, lost <-chan struct{}, child []string, f l
 	if f.passStdin {
 		cmd.Stdin = env.Stdin
 	}
-	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	inOwnProcessGroup(cmd)
 	cmd.WaitDelay = lockKillGrace
 	verbose("Starting handler")
 	if err := cmd.Start(); err != nil {
