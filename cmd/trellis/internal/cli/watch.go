@@ -51,8 +51,9 @@ type watcher interface {
 
 // watchParams are the flags that select a view.
 type watchParams struct {
-	typ, name, key, prefix, service, tag, state string
-	passingOnly                                 bool
+	typ, name, key, prefix, service, state string
+	tags                                   stringList
+	passingOnly                            bool
 }
 
 func runWatch(args []string, env *Env) int {
@@ -64,7 +65,7 @@ func runWatch(args []string, env *Env) int {
 	fs.StringVar(&p.key, "key", "", "Specifies the key to watch (-type key).")
 	fs.StringVar(&p.prefix, "prefix", "", "Specifies the key prefix to watch (-type keyprefix).")
 	fs.StringVar(&p.service, "service", "", "Specifies the service to watch (-type service, optionally -type checks).")
-	fs.StringVar(&p.tag, "tag", "", "Specifies the service tag to filter on (-type service).")
+	fs.Var(&p.tags, "tag", "Specifies a service tag to filter on (-type service); may be given more than once.")
 	fs.StringVar(&p.state, "state", "", "Specifies the check state to filter on (-type checks).")
 	fs.BoolVar(&p.passingOnly, "passingonly", false, "Specifies if only hosts passing all checks are displayed (-type service).")
 	hf.register(fs, true)
@@ -144,8 +145,8 @@ func newWatcher(c *apiClient, p watchParams) (watcher, error) {
 		if p.service == "" {
 			return nil, errors.New("Failed to parse watch: Must specify a single service to watch")
 		}
-		if p.tag != "" {
-			q.Set("tag", p.tag)
+		if len(p.tags) > 0 {
+			q["tag"] = p.tags
 		}
 		if p.passingOnly {
 			q.Set("passing", "1")
