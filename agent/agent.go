@@ -22,6 +22,7 @@ import (
 	agentdns "github.com/trellis-mesh/trellis/agent/dns"
 	"github.com/trellis-mesh/trellis/agent/httpapi"
 	"github.com/trellis-mesh/trellis/agent/leafcert"
+	"github.com/trellis-mesh/trellis/agent/logmonitor"
 	"github.com/trellis-mesh/trellis/agent/router"
 	"github.com/trellis-mesh/trellis/agent/userevent"
 	"github.com/trellis-mesh/trellis/gossip"
@@ -49,6 +50,9 @@ type Config struct {
 type Agent struct {
 	rc     *config.RuntimeConfig
 	logger *slog.Logger
+	// logs copies every record logger handles to /v1/agent/monitor's
+	// subscribers; closed first on shutdown so that streams end.
+	logs   *logmonitor.Hub
 	reload func() error
 
 	server *server.Server
@@ -90,7 +94,8 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Agent{rc: cfg.Runtime, logger: cfg.Logger, reload: cfg.Reload, metrics: newRegistry(),
+	logs := newLogHub()
+	return &Agent{rc: cfg.Runtime, logger: slog.New(logs.Handler(cfg.Logger.Handler())), logs: logs, reload: cfg.Reload, metrics: newRegistry(),
 		codec: structs.NewCodec(), events: userevent.NewBuffer(userevent.DefaultBufferSize)}, nil
 }
 
@@ -283,6 +288,7 @@ func (a *Agent) startHTTP() error {
 		Membership:        a,
 		Leaver:            a,
 		Reloader:          reloader,
+		Monitor:           logMonitor{hub: a.logs},
 		Metrics:           metricsHandler(a.metrics),
 		Local:             a.local,
 		ProxyStatus:       a,
@@ -433,6 +439,9 @@ func (a *Agent) Shutdown() error {
 		if a.stopCoordinates != nil {
 			a.stopCoordinates()
 		}
+		// Monitor streams never end by themselves: end them before the
+		// HTTP servers wait for their requests.
+		a.logs.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		for _, hs := range a.http {
@@ -484,6 +493,7 @@ func (a *Agent) self() httpapi.SelfInfo {
 		Version:           version.ConsulVersion,
 		PrimaryDatacenter: rc.Datacenter,
 		Meta:              rc.NodeMeta,
+		Stats:             a.stats(),
 	}
 	if a.gossip != nil {
 		info.Member = memberInfo(a.gossip.LocalMember())

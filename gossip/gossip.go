@@ -128,6 +128,10 @@ func (g *Gossip) Start() {
 // Members lists every member Serf knows, in any status.
 func (g *Gossip) Members() []serf.Member { return g.serf.Members() }
 
+// Stats is Serf's own statistics ("members", "health_score", ...), the
+// serf_lan section of /v1/agent/self's Stats.
+func (g *Gossip) Stats() map[string]string { return g.serf.Stats() }
+
 // LocalMember is this agent's own member record.
 func (g *Gossip) LocalMember() serf.Member { return g.serf.LocalMember() }
 

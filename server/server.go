@@ -275,6 +275,10 @@ func (s *Server) Leave() error {
 // IsLeader reports whether this server is the Raft leader now.
 func (s *Server) IsLeader() bool { return s.raft.State() == raft.Leader }
 
+// RaftStats is hashicorp/raft's statistics ("state", "term",
+// "last_log_index", ...), the raft section of /v1/agent/self's Stats.
+func (s *Server) RaftStats() map[string]string { return s.raft.Stats() }
+
 // LeaderAddr is the leader's server address, or "" when none is known.
 func (s *Server) LeaderAddr() string {
 	addr, _ := s.raft.LeaderWithID()

@@ -26,6 +26,9 @@ type SelfInfo struct {
 	Member MemberInfo
 	// Meta is the node's metadata.
 	Meta map[string]string
+	// Stats are the sections of Consul's Stats block ("agent", "consul",
+	// "raft", "serf_lan", "runtime", "build"), each of string values.
+	Stats map[string]map[string]string
 }
 
 // MemberInfo is a Serf member in the shape Consul's agent endpoints use.
@@ -114,7 +117,7 @@ func (s *Server) agentSelf(w http.ResponseWriter, r *http.Request) (any, error) 
 			SessionTTLMin: s.sessionMin.String(),
 		},
 		Member: m,
-		Stats:  map[string]map[string]string{},
+		Stats:  orEmptyStats(info.Stats),
 		Meta:   orEmptyMap(info.Meta),
 	}, nil
 }
@@ -128,4 +131,11 @@ func (s *Server) agentMetrics(w http.ResponseWriter, r *http.Request) (any, erro
 	}
 	// Consul's summary shape, with nothing measured.
 	return telemetry.Summarize(nil, time.Now()), nil
+}
+
+func orEmptyStats(m map[string]map[string]string) map[string]map[string]string {
+	if m == nil {
+		return map[string]map[string]string{}
+	}
+	return m
 }

@@ -51,6 +51,8 @@ type Config struct {
 	Leaver Leaver
 	// Reloader serves /v1/agent/reload; nil answers it with 501.
 	Reloader Reloader
+	// Monitor serves /v1/agent/monitor; nil answers it with 501.
+	Monitor Monitor
 	// LeafCerts serves /v1/agent/connect/ca/leaf/<service> (connect_ca.go);
 	// nil answers it with 500.
 	LeafCerts LeafCerts
@@ -88,6 +90,7 @@ type Server struct {
 	members    Membership
 	leaver     Leaver
 	reloader   Reloader
+	monitor    Monitor
 	local      LocalAgent
 	// proxyStatus reports xDS streams.
 	proxyStatus ProxyStatuses
@@ -120,6 +123,7 @@ func New(cfg Config) (*Server, error) {
 		members:     cfg.Membership,
 		leaver:      cfg.Leaver,
 		reloader:    cfg.Reloader,
+		monitor:     cfg.Monitor,
 		local:       cfg.Local,
 		proxyStatus: cfg.ProxyStatus,
 		leafCerts:   cfg.LeafCerts,
@@ -158,6 +162,7 @@ func (s *Server) routes() *http.ServeMux {
 	handle("/v1/agent/join/", put, s.agentJoin)
 	handle("/v1/agent/leave", put, s.agentLeave)
 	handle("/v1/agent/reload", put, s.agentReload)
+	handle("/v1/agent/monitor", get, s.agentMonitor)
 	handle("/v1/agent/force-leave/", put, s.agentForceLeave)
 	handle("/v1/agent/services", get, s.agentServices)
 	handle("/v1/agent/service/register", put, s.agentServiceRegister)

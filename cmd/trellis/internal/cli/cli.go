@@ -9,6 +9,7 @@
 package cli
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -85,6 +86,7 @@ func commands() map[string]command {
 		"connect envoy":             {"Runs or configures Envoy as a Connect proxy", runConnectEnvoy},
 		"event":                     {"Fire a new event", runEvent},
 		"force-leave":               {"Forces a member of the cluster to enter the \"left\" state", runForceLeave},
+		"info":                      {"Provides debugging information for operators", runInfo},
 		"intention":                 {"Interact with Connect service intentions", nil},
 		"intention check":           {"Check whether a connection between two services is allowed.", runIntentionCheck},
 		"intention create":          {"Create intentions for service connections.", runIntentionCreate},
@@ -95,11 +97,15 @@ func commands() map[string]command {
 		"join":                      {"Tell a Trellis agent to join the cluster", runJoin},
 		"kv":                        {"Interact with the key-value store", nil},
 		"kv delete":                 {"Removes data from the KV store", runKVDelete},
+		"kv export":                 {"Exports part of the KV tree in JSON format", runKVExport},
 		"kv get":                    {"Retrieves or lists data from the KV store", runKVGet},
+		"kv import":                 {"Imports part of the KV tree in JSON format", runKVImport},
 		"kv put":                    {"Sets or updates data in the KV store", runKVPut},
 		"leave":                     {"Gracefully leaves the cluster and shuts down", runLeave},
+		"lock":                      {"Execute a command holding a lock", runLock},
 		"maint":                     {"Controls node or service maintenance mode", runMaint},
 		"members":                   {"Lists the members of the cluster", runMembers},
+		"monitor":                   {"Stream logs from a Trellis agent", runMonitor},
 		"operator":                  {"Provides cluster-level tools for operators", nil},
 		"operator raft":             {"Provides cluster-level tools for Raft", nil},
 		"operator raft list-peers":  {"Display the current Raft peer configuration", runRaftListPeers},
@@ -213,5 +219,28 @@ func usage(w io.Writer, prefix string) {
 	for _, n := range names {
 		sub := strings.TrimSpace(strings.TrimPrefix(n, prefix))
 		fmt.Fprintf(w, "    %-*s    %s\n", width, sub, cmds[n].synopsis)
+	}
+}
+
+// interruptContext returns a context cancelled when a signal arrives on
+// env.Signals (SIGINT, SIGTERM, SIGHUP), for the commands that run until
+// interrupted, and the function that releases it and waits for its
+// goroutine.
+func interruptContext(env *Env) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs, stop := env.Signals()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		select {
+		case <-sigs:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, func() {
+		cancel()
+		<-done
+		stop()
 	}
 }

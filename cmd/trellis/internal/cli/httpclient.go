@@ -40,8 +40,10 @@ func isNotFound(err error) bool {
 	return errors.As(err, &se) && se.Code == http.StatusNotFound
 }
 
-// apiClient is a small client for Consul's HTTP API built on net/http. The
-// official consul/api module stays a test-only dependency of the project.
+// apiClient is a small client for Consul's HTTP API built on net/http, so
+// that each command's requests are exactly the ones Consul's CLI sends.
+// Only lock uses the official consul/api client, for its lock and
+// semaphore algorithms, over this client's transport.
 type apiClient struct {
 	base  url.URL // scheme and host
 	http  *http.Client
@@ -114,6 +116,26 @@ type request struct {
 // do sends r and returns the body of a 2xx answer; other answers become a
 // *StatusError.
 func (c *apiClient) do(ctx context.Context, r request) ([]byte, http.Header, error) {
+	resp, err := c.open(ctx, r)
+	if err != nil {
+		var se *StatusError
+		if errors.As(err, &se) && resp != nil {
+			return nil, resp.Header, err
+		}
+		return nil, nil, err
+	}
+	defer func() { _ = resp.Body.Close() }()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, nil, fmt.Errorf("reading response: %w", err)
+	}
+	return body, resp.Header, nil
+}
+
+// open sends r and returns a 2xx answer with its body still to read (the
+// caller closes it), for streams such as /v1/agent/monitor. Other answers
+// become a *StatusError, returned with the (closed) response.
+func (c *apiClient) open(ctx context.Context, r request) (*http.Response, error) {
 	q := url.Values{}
 	for k, v := range r.query {
 		q[k] = v
@@ -131,7 +153,7 @@ func (c *apiClient) do(ctx context.Context, r request) ([]byte, http.Header, err
 	u.RawQuery = q.Encode()
 	req, err := http.NewRequestWithContext(ctx, r.method, u.String(), r.body)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if r.body != nil {
 		ct := r.contentType
@@ -145,17 +167,17 @@ func (c *apiClient) do(ctx context.Context, r request) ([]byte, http.Header, err
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, nil, err
-	}
-	defer func() { _ = resp.Body.Close() }()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, nil, fmt.Errorf("reading response: %w", err)
+		return nil, err
 	}
 	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		return nil, resp.Header, &StatusError{Code: resp.StatusCode, Body: strings.TrimSpace(string(body))}
+		defer func() { _ = resp.Body.Close() }()
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return nil, fmt.Errorf("reading response: %w", err)
+		}
+		return resp, &StatusError{Code: resp.StatusCode, Body: strings.TrimSpace(string(body))}
 	}
-	return body, resp.Header, nil
+	return resp, nil
 }
 
 // getJSON GETs path and decodes the JSON answer into out.

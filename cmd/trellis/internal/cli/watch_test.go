@@ -1,0 +1,149 @@
+package cli
+
+import (
+	"bytes"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+func TestWatchOnce(t *testing.T) {
+	pair := `[{"Key":"a","Flags":0,"Value":"MQ==","CreateIndex":1,"ModifyIndex":1,"LockIndex":0}]`
+	runCases(t, []cliCase{
+		{name: "key", args: []string{"watch", "-type", "key", "-key", "a"},
+			routes: map[string]reply{"GET /v1/kv/a": {body: pair}},
+			want:   []sentRequest{{Method: "GET", Path: "/v1/kv/a"}},
+			stdout: "{\n    \"Key\": \"a\",\n    \"Flags\": 0,\n    \"Value\": \"MQ==\",\n    \"CreateIndex\": 1,\n    \"ModifyIndex\": 1,\n    \"LockIndex\": 0\n}\n"},
+		{name: "missing key", args: []string{"watch", "-type", "key", "-key", "nope"},
+			want: []sentRequest{{Method: "GET", Path: "/v1/kv/nope"}}, stdout: "null\n"},
+		{name: "keyprefix", args: []string{"watch", "-type", "keyprefix", "-prefix", "a", "-stale"},
+			routes: map[string]reply{"GET /v1/kv/a": {body: `[{"Key":"a/b"}]`}},
+			want:   []sentRequest{{Method: "GET", Path: "/v1/kv/a", Query: "recurse=&stale="}},
+			stdout: "[\n    {\n        \"Key\": \"a/b\"\n    }\n]\n"},
+		{name: "services", args: []string{"watch", "-type", "services"},
+			routes: map[string]reply{"GET /v1/catalog/services": {body: `{"consul":[],"web":["v1"]}`}},
+			want:   []sentRequest{{Method: "GET", Path: "/v1/catalog/services"}},
+			stdout: "{\n    \"consul\": [],\n    \"web\": [\n        \"v1\"\n    ]\n}\n"},
+		{name: "nodes", args: []string{"watch", "-type", "nodes", "-datacenter", "dc2"},
+			routes: map[string]reply{"GET /v1/catalog/nodes": {body: `[{"Node":"n1"}]`}},
+			want:   []sentRequest{{Method: "GET", Path: "/v1/catalog/nodes", Query: "dc=dc2"}},
+			stdout: "[\n    {\n        \"Node\": \"n1\"\n    }\n]\n"},
+		{name: "service", args: []string{"watch", "-type", "service", "-service", "web", "-tag", "v1", "-passingonly"},
+			routes: map[string]reply{"GET /v1/health/service/web": {body: `[]`}},
+			want:   []sentRequest{{Method: "GET", Path: "/v1/health/service/web", Query: "passing=1&tag=v1"}},
+			stdout: "[]\n"},
+		{name: "service with two tags", args: []string{"watch", "-type", "service", "-service", "web", "-tag", "v1", "-tag", "eu"},
+			routes: map[string]reply{"GET /v1/health/service/web": {body: `[]`}},
+			want:   []sentRequest{{Method: "GET", Path: "/v1/health/service/web", Query: "tag=v1&tag=eu"}},
+			stdout: "[]\n"},
+		{name: "checks of a service", args: []string{"watch", "-type", "checks", "-service", "web"},
+			routes: map[string]reply{"GET /v1/health/checks/web": {body: `[]`}},
+			want:   []sentRequest{{Method: "GET", Path: "/v1/health/checks/web"}}, stdout: "[]\n"},
+		{name: "checks in a state", args: []string{"watch", "-type", "checks", "-state", "critical"},
+			routes: map[string]reply{"GET /v1/health/state/critical": {body: `[]`}},
+			want:   []sentRequest{{Method: "GET", Path: "/v1/health/state/critical"}}, stdout: "[]\n"},
+		{name: "all checks", args: []string{"watch", "-type", "checks"},
+			routes: map[string]reply{"GET /v1/health/state/any": {body: `[]`}},
+			want:   []sentRequest{{Method: "GET", Path: "/v1/health/state/any"}}, stdout: "[]\n"},
+		{name: "agent error", args: []string{"watch", "-type", "services"},
+			routes: map[string]reply{"GET /v1/catalog/services": {status: 500, body: "boom"}},
+			want:   []sentRequest{{Method: "GET", Path: "/v1/catalog/services"}}, code: 1,
+			stderrHas: []string{"Error querying Consul agent: Unexpected response code: 500 (boom)"}},
+		{name: "no type", args: []string{"watch"}, code: 1, stderrHas: []string{"Watch type must be specified"}},
+		{name: "unknown type", args: []string{"watch", "-type", "bogus"}, code: 1,
+			stderrHas: []string{"Unsupported watch type: bogus"}},
+		{name: "key without -key", args: []string{"watch", "-type", "key"}, code: 1,
+			stderrHas: []string{"Must specify a single key to watch"}},
+		{name: "keyprefix without -prefix", args: []string{"watch", "-type", "keyprefix"}, code: 1,
+			stderrHas: []string{"Must specify a single prefix to watch"}},
+		{name: "service without -service", args: []string{"watch", "-type", "service"}, code: 1,
+			stderrHas: []string{"Must specify a single service to watch"}},
+		{name: "checks with service and state", args: []string{"watch", "-type", "checks", "-service", "a", "-state", "passing"}, code: 1,
+			stderrHas: []string{"Cannot specify service and state"}},
+	})
+}
+
+// blockingKV answers /v1/kv/k from a fixed history of (index, body) pairs:
+// a read at ?index=N gets the first entry with a larger index, or blocks
+// until the client goes away when there is none.
+type blockingKV struct {
+	history []struct {
+		index uint64
+		body  string
+	}
+	mu      sync.Mutex
+	indexes []string // the ?index of every read, in order
+}
+
+func (b *blockingKV) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b.mu.Lock()
+	b.indexes = append(b.indexes, r.URL.Query().Get("index"))
+	b.mu.Unlock()
+	var after uint64
+	_, _ = fmt.Sscan(r.URL.Query().Get("index"), &after)
+	for _, h := range b.history {
+		if h.index > after || after == 0 {
+			w.Header().Set("X-Consul-Index", fmt.Sprint(h.index))
+			_, _ = w.Write([]byte(h.body))
+			return
+		}
+	}
+	<-r.Context().Done()
+}
+
+func TestWatchHandlerRunsOnEveryChange(t *testing.T) {
+	// Registered first, so it runs after the server's Cleanup: the watch
+	// must leave no goroutine behind once interrupted.
+	before := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, before) })
+	b := &blockingKV{history: []struct {
+		index uint64
+		body  string
+	}{
+		{5, `[{"Key":"k","Value":"MQ=="}]`},
+		{6, `[{"Key":"k","Value":"MQ=="}]`}, // index moved, value did not: no run
+		{9, `[{"Key":"k","Value":"Mg=="}]`},
+	}}
+	srv := httptest.NewServer(b)
+	t.Cleanup(srv.Close)
+	out := filepath.Join(t.TempDir(), "runs")
+	sigs := make(chan os.Signal, 1)
+	var stdout, stderr bytes.Buffer
+	env := Env{
+		Stdout: &stdout, Stderr: &stderr,
+		Getenv:  func(k string) string { return map[string]string{"CONSUL_HTTP_ADDR": srv.Listener.Addr().String()}[k] },
+		Signals: func() (<-chan os.Signal, func()) { return sigs, func() {} },
+	}
+	done := make(chan int, 1)
+	go func() {
+		done <- Run([]string{"watch", "-type", "key", "-key", "k", `tr -d ' \n' >>` + out + `; echo " $CONSUL_INDEX" >>` + out}, env)
+	}()
+	want := "{\"Key\":\"k\",\"Value\":\"MQ==\"} 5\n{\"Key\":\"k\",\"Value\":\"Mg==\"} 9\n"
+	for {
+		got, _ := os.ReadFile(out)
+		if string(got) == want {
+			break
+		}
+		if len(got) > len(want) {
+			t.Fatalf("handler output %q, want %q", got, want)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	sigs <- os.Interrupt
+	if code := <-done; code != 0 {
+		t.Fatalf("exit code %d, stderr %s", code, stderr.String())
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if got := strings.Join(b.indexes, ","); !strings.HasPrefix(got, ",5,6,9") {
+		t.Fatalf("read indexes %q, want ,5,6,9", got)
+	}
+}
