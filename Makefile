@@ -16,7 +16,7 @@ JEPSEN_DURATION ?= 3m
 JEPSEN_OUT ?= $(CURDIR)/jepsen-out
 JEPSEN_TIMEOUT ?= 4h
 
-.PHONY: test unit race fuzz vet lint build bench jepsen soak
+.PHONY: test unit race fuzz vet lint build bench jepsen soak compat
 
 build:
 	$(GO) build ./...
@@ -71,3 +71,28 @@ bench:
 SOAK_MINUTES ?= 10
 soak:
 	TRELLIS_SOAK_MINUTES=$(SOAK_MINUTES) $(GO) test ./server -run '^$$' -bench SoakCatalogChurn -benchtime 1x -timeout $$(( $(SOAK_MINUTES) + 10 ))m
+
+# consul/api's own test suite (the module and version in go.mod, the api
+# and api/watch packages) against trellis: sdk/testutil starts `consul`,
+# which here is the trellis binary under that name. A measurement, not a
+# gate, so not part of `make test`: prints passed/failed/skipped per
+# package, writes the failing tests with their first failure line to
+# COMPAT_OUT/failures.txt and the raw `go test -json` to
+# COMPAT_OUT/results.json. COMPAT_TIMEOUT bounds each package, so a test
+# that hangs fails the rest of its package ("did not finish") instead of
+# stalling the run; COMPAT_RUN narrows it to matching tests.
+COMPAT_OUT ?= $(CURDIR)/compat-out
+COMPAT_TIMEOUT ?= 15m
+COMPAT_RUN ?= .
+compat:
+	@rm -rf $(COMPAT_OUT) && mkdir -p $(COMPAT_OUT)/bin
+	$(GO) build -o $(COMPAT_OUT)/bin/consul ./cmd/trellis
+	@src=$$($(GO) list -m -f '{{.Dir}}' github.com/hashicorp/consul/api) && \
+	  work=$$(mktemp -d) && trap 'chmod -R u+w '$$work' && rm -rf '$$work EXIT && \
+	  cp -r $$src/. $$work/ && chmod -R u+w $$work && \
+	  echo "compat: $$(basename $$src) in $$work, log in $(COMPAT_OUT)/stderr.log" && \
+	  (cd $$work && GOWORK=off PATH=$(COMPAT_OUT)/bin:$$PATH \
+	    $(GO) test -json -count=1 -timeout $(COMPAT_TIMEOUT) -run '$(COMPAT_RUN)' ./ ./watch/ \
+	    > $(COMPAT_OUT)/results.json 2> $(COMPAT_OUT)/stderr.log) || true
+	$(GO) run ./internal/compatreport -in $(COMPAT_OUT)/results.json -failures $(COMPAT_OUT)/failures.txt
+	@echo "compat: failing tests in $(COMPAT_OUT)/failures.txt"

@@ -1,0 +1,262 @@
+// Command compatreport summarises a `go test -json` run of another
+// module's test suite (make compat runs consul/api's against trellis): it
+// prints how many top-level tests passed, failed and were skipped, per
+// package and in all, and writes the failing tests with their first
+// failure line to a file, one a line, so that two runs can be diffed.
+//
+// Usage: compatreport -in results.json -failures failures.txt
+//
+// A test that started but never ended (its package hit -timeout, or the
+// binary crashed) counts as failed, with the reason the package's output
+// gives ("panic: test timed out ..."), so a hang shows up in the list
+// instead of vanishing from the counts.
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// event is one line of test2json output (cmd/test2json's TestEvent).
+type event struct {
+	Action  string
+	Package string
+	Test    string
+	Output  string
+}
+
+// test is what the report keeps of one top-level test.
+type test struct {
+	pkg, name string
+	// result is "pass", "fail", "skip", or "" while the test has not ended.
+	result string
+	// output is the test's output and its subtests', in order.
+	output []string
+}
+
+// pkgRun is what the report keeps of one package.
+type pkgRun struct {
+	result string
+	// output is the package-level output (no test named): build errors,
+	// a timeout's panic.
+	output []string
+}
+
+func main() {
+	in := flag.String("in", "", "go test -json output to read (default standard input)")
+	failures := flag.String("failures", "", "file to write the failing tests to (default: none)")
+	flag.Parse()
+	if err := run(*in, *failures, os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "compatreport:", err)
+		os.Exit(2)
+	}
+}
+
+func run(in, failuresPath string, out io.Writer) error {
+	r := io.Reader(os.Stdin)
+	if in != "" {
+		f, err := os.Open(in)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		r = f
+	}
+	tests, pkgs, order, err := parse(r)
+	if err != nil {
+		return err
+	}
+	lines := report(tests, pkgs, order, out)
+	if failuresPath == "" {
+		return nil
+	}
+	return os.WriteFile(failuresPath, []byte(strings.Join(lines, "")), 0o644)
+}
+
+// parse reads test2json events; lines that are not JSON (go test's own
+// messages) are kept as package output of no package.
+func parse(r io.Reader) (map[string]*test, map[string]*pkgRun, []string, error) {
+	tests := map[string]*test{}
+	pkgs := map[string]*pkgRun{}
+	var order []string
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
+	for sc.Scan() {
+		var ev event
+		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil || ev.Action == "" {
+			continue
+		}
+		p := pkgs[ev.Package]
+		if p == nil {
+			p = &pkgRun{}
+			pkgs[ev.Package] = p
+		}
+		if ev.Test == "" {
+			switch ev.Action {
+			case "output":
+				p.output = append(p.output, ev.Output)
+			case "pass", "fail", "skip":
+				p.result = ev.Action
+			}
+			continue
+		}
+		top, _, sub := strings.Cut(ev.Test, "/")
+		key := ev.Package + " " + top
+		t := tests[key]
+		if t == nil {
+			t = &test{pkg: ev.Package, name: top}
+			tests[key] = t
+			order = append(order, key)
+		}
+		switch ev.Action {
+		case "output":
+			t.output = append(t.output, ev.Output)
+		case "pass", "fail", "skip":
+			if !sub {
+				t.result = ev.Action
+			}
+		}
+	}
+	if err := sc.Err(); err != nil && !errors.Is(err, io.EOF) {
+		return nil, nil, nil, err
+	}
+	return tests, pkgs, order, nil
+}
+
+// report prints the counts and returns the failure lines, sorted.
+func report(tests map[string]*test, pkgs map[string]*pkgRun, order []string, out io.Writer) []string {
+	type counts struct{ pass, fail, skip int }
+	per := map[string]*counts{}
+	var total counts
+	var failed []string
+	for _, key := range order {
+		t := tests[key]
+		c := per[t.pkg]
+		if c == nil {
+			c = &counts{}
+			per[t.pkg] = c
+		}
+		switch t.result {
+		case "pass":
+			c.pass++
+			total.pass++
+		case "skip":
+			c.skip++
+			total.skip++
+		default:
+			c.fail++
+			total.fail++
+			reason := firstFailure(t.output)
+			if t.result == "" {
+				reason = "did not finish: " + firstOf(pkgs[t.pkg].output, timeoutLine, "package ended before the test did")
+			}
+			failed = append(failed, fmt.Sprintf("%s %s: %s\n", t.pkg, t.name, reason))
+		}
+	}
+	// A package that failed without running a test (a build error) would
+	// otherwise not show at all.
+	var names []string
+	for name := range pkgs {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if pkgs[name].result == "fail" && per[name] == nil && name != "" {
+			failed = append(failed, fmt.Sprintf("%s (package): %s\n", name, firstOf(pkgs[name].output, anyLine, "failed")))
+			per[name] = &counts{fail: 1}
+			total.fail++
+		}
+	}
+	for _, name := range names {
+		if c := per[name]; c != nil {
+			fmt.Fprintf(out, "%-45s passed %4d  failed %4d  skipped %4d\n", name, c.pass, c.fail, c.skip)
+		}
+	}
+	fmt.Fprintf(out, "compat: %d passed, %d failed, %d skipped of %d top-level tests\n",
+		total.pass, total.fail, total.skip, total.pass+total.fail+total.skip)
+	sort.Strings(failed)
+	return failed
+}
+
+var (
+	// fileLine is a t.Error/t.Fatal line: "    kv_test.go:52: message".
+	fileLine     = regexp.MustCompile(`^\s*[A-Za-z0-9_]+\.go:\d+: ?`)
+	testFile     = regexp.MustCompile(`^\s*[A-Za-z0-9_]+_test\.go:\d+: ?`)
+	errorLine    = regexp.MustCompile(`^\s*Error:\s*(.*)$`)
+	testifyField = regexp.MustCompile(`^\s*(Test|Diff|Messages):`)
+	timeoutLine  = regexp.MustCompile(`^panic: test timed out`)
+	anyLine      = regexp.MustCompile(`\S`)
+)
+
+// firstFailure picks the line that says why a test failed: the first
+// message logged from a _test.go file, else from any file, else the first
+// line that is not go test's own bookkeeping. testify puts its message on
+// the following "Error:" line and leaves the file:line one empty.
+func firstFailure(output []string) string {
+	for _, re := range []*regexp.Regexp{testFile, fileLine} {
+		for i, line := range output {
+			if !re.MatchString(line) {
+				continue
+			}
+			msg := strings.TrimSpace(line)
+			if strings.TrimSpace(re.ReplaceAllString(line, "")) == "" {
+				msg += testifyMessage(output[i+1:])
+			}
+			return clip(msg)
+		}
+	}
+	for _, line := range output {
+		s := strings.TrimSpace(line)
+		if s != "" && !strings.HasPrefix(s, "=== ") && !strings.HasPrefix(s, "--- ") {
+			return clip(s)
+		}
+	}
+	return "failed with no output"
+}
+
+// testifyMessage is testify's "Error:" field with the two lines after it
+// (expected and actual, for an inequality), stopping at its next field.
+func testifyMessage(output []string) string {
+	var msg string
+	for i, line := range output[:min(len(output), 8)] {
+		m := errorLine.FindStringSubmatch(strings.TrimRight(line, "\n"))
+		if m == nil {
+			continue
+		}
+		msg = " " + strings.TrimSpace(m[1])
+		for _, more := range output[i+1 : min(len(output), i+3)] {
+			if testifyField.MatchString(more) {
+				break
+			}
+			msg += " " + strings.TrimSpace(more)
+		}
+		break
+	}
+	return msg
+}
+
+func firstOf(output []string, re *regexp.Regexp, fallback string) string {
+	for _, line := range output {
+		if re.MatchString(line) {
+			return clip(strings.TrimSpace(line))
+		}
+	}
+	return fallback
+}
+
+// clip keeps a reason to one readable line.
+func clip(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 300 {
+		s = s[:300] + "..."
+	}
+	return s
+}

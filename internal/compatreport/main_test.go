@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestReport(t *testing.T) {
+	tests := []struct {
+		name         string
+		events       string
+		wantSummary  string
+		wantFailures string
+	}{
+		{
+			name: "pass skip and a testify failure with its message",
+			events: `{"Action":"run","Package":"p","Test":"TestA"}
+{"Action":"pass","Package":"p","Test":"TestA"}
+{"Action":"run","Package":"p","Test":"TestB"}
+{"Action":"skip","Package":"p","Test":"TestB"}
+{"Action":"run","Package":"p","Test":"TestC"}
+{"Action":"output","Package":"p","Test":"TestC/sub","Output":"    kv_test.go:52: \n"}
+{"Action":"output","Package":"p","Test":"TestC/sub","Output":"        \tError Trace:\tkv_test.go:52\n"}
+{"Action":"output","Package":"p","Test":"TestC/sub","Output":"        \tError:      \tNot equal: \n"}
+{"Action":"output","Package":"p","Test":"TestC/sub","Output":"        \t            \texpected: 1\n"}
+{"Action":"output","Package":"p","Test":"TestC/sub","Output":"        \tTest:       \tTestC/sub\n"}
+{"Action":"fail","Package":"p","Test":"TestC/sub"}
+{"Action":"fail","Package":"p","Test":"TestC"}
+`,
+			wantSummary:  "compat: 1 passed, 1 failed, 1 skipped of 3 top-level tests",
+			wantFailures: "p TestC: kv_test.go:52: Not equal: expected: 1\n",
+		},
+		{
+			name: "a hung test fails with the timeout and a build failure shows",
+			events: `{"Action":"run","Package":"w","Test":"TestEventWatch"}
+{"Action":"output","Package":"w","Output":"panic: test timed out after 15m0s\n"}
+{"Action":"fail","Package":"w"}
+{"Action":"output","Package":"b","Output":"b/x.go:1:1: syntax error\n"}
+{"Action":"fail","Package":"b"}
+not json
+`,
+			wantSummary: "compat: 0 passed, 2 failed, 0 skipped of 2 top-level tests",
+			wantFailures: "b (package): b/x.go:1:1: syntax error\n" +
+				"w TestEventWatch: did not finish: panic: test timed out after 15m0s\n",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			in, failures := filepath.Join(dir, "in.json"), filepath.Join(dir, "failures.txt")
+			if err := os.WriteFile(in, []byte(tt.events), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var out bytes.Buffer
+			if err := run(in, failures, &out); err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out.String(), tt.wantSummary) {
+				t.Errorf("summary:\n%s\nwant a line %q", out.String(), tt.wantSummary)
+			}
+			got, err := os.ReadFile(failures)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != tt.wantFailures {
+				t.Errorf("failures:\n%s\nwant:\n%s", got, tt.wantFailures)
+			}
+		})
+	}
+}
