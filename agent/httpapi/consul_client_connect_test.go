@@ -15,6 +15,13 @@ import (
 // HTTP API over it, and returns an official Consul client for it.
 func startRealServer(t *testing.T) (*api.Client, *server.Server) {
 	t.Helper()
+	return startRealServerWith(t, nil)
+}
+
+// startRealServerWith is startRealServer with setup, when not nil, given
+// the HTTP API's Config to complete.
+func startRealServerWith(t *testing.T, setup func(*server.Server, *Config)) (*api.Client, *server.Server) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -34,7 +41,11 @@ func startRealServer(t *testing.T) (*api.Client, *server.Server) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	h, err := New(Config{RPC: srv, NodeName: "node1", Datacenter: testDC})
+	cfg := Config{RPC: srv, NodeName: "node1", Datacenter: testDC}
+	if setup != nil {
+		setup(srv, &cfg)
+	}
+	h, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
