@@ -77,22 +77,19 @@ soak:
 # which here is the trellis binary under that name. A measurement, not a
 # gate, so not part of `make test`: prints passed/failed/skipped per
 # package, writes the failing tests with their first failure line to
-# COMPAT_OUT/failures.txt and the raw `go test -json` to
-# COMPAT_OUT/results.json. COMPAT_TIMEOUT bounds each package, so a test
-# that hangs fails the rest of its package ("did not finish") instead of
-# stalling the run; COMPAT_RUN narrows it to matching tests.
+# COMPAT_OUT/failures.txt and each test's `go test -json` events to
+# COMPAT_OUT/json/. Each top-level test runs alone in its own test binary
+# process (COMPAT_JOBS at a time), bounded by COMPAT_TIMEOUT: a test that
+# hangs or panics fails by itself ("did not finish") instead of stalling
+# or killing the rest of its package. COMPAT_RUN narrows it to the tests
+# matching a regexp.
 COMPAT_OUT ?= $(CURDIR)/compat-out
-COMPAT_TIMEOUT ?= 15m
+COMPAT_TIMEOUT ?= 5m
+COMPAT_JOBS ?= 3
 COMPAT_RUN ?= .
 compat:
-	@rm -rf $(COMPAT_OUT) && mkdir -p $(COMPAT_OUT)/bin
+	@rm -rf $(COMPAT_OUT) && mkdir -p $(COMPAT_OUT)/bin $(COMPAT_OUT)/json
 	$(GO) build -o $(COMPAT_OUT)/bin/consul ./cmd/trellis
-	@src=$$($(GO) list -m -f '{{.Dir}}' github.com/hashicorp/consul/api) && \
-	  work=$$(mktemp -d) && trap 'chmod -R u+w '$$work' && rm -rf '$$work EXIT && \
-	  cp -r $$src/. $$work/ && chmod -R u+w $$work && \
-	  echo "compat: $$(basename $$src) in $$work, log in $(COMPAT_OUT)/stderr.log" && \
-	  (cd $$work && GOWORK=off PATH=$(COMPAT_OUT)/bin:$$PATH \
-	    $(GO) test -json -count=1 -timeout $(COMPAT_TIMEOUT) -run '$(COMPAT_RUN)' ./ ./watch/ \
-	    > $(COMPAT_OUT)/results.json 2> $(COMPAT_OUT)/stderr.log) || true
-	$(GO) run ./internal/compatreport -in $(COMPAT_OUT)/results.json -failures $(COMPAT_OUT)/failures.txt
+	sh internal/compatreport/compat.sh "$(GO)" "$(COMPAT_OUT)" "$(COMPAT_TIMEOUT)" "$(COMPAT_JOBS)" '$(COMPAT_RUN)'
+	$(GO) run ./internal/compatreport -in $(COMPAT_OUT)/json -failures $(COMPAT_OUT)/failures.txt
 	@echo "compat: failing tests in $(COMPAT_OUT)/failures.txt"

@@ -4,7 +4,9 @@
 // package and in all, and writes the failing tests with their first
 // failure line to a file, one a line, so that two runs can be diffed.
 //
-// Usage: compatreport -in results.json -failures failures.txt
+// Usage: compatreport -in results.json|dir -failures failures.txt
+//
+// With a directory, every *.json file in it is one test binary's run.
 //
 // A test that started but never ended (its package hit -timeout, or the
 // binary crashed) counts as failed, with the reason the package's output
@@ -15,11 +17,11 @@ package main
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -38,6 +40,8 @@ type test struct {
 	pkg, name string
 	// result is "pass", "fail", "skip", or "" while the test has not ended.
 	result string
+	// unfinished says why a test that never ended did not.
+	unfinished string
 	// output is the test's output and its subtests', in order.
 	output []string
 }
@@ -51,7 +55,7 @@ type pkgRun struct {
 }
 
 func main() {
-	in := flag.String("in", "", "go test -json output to read (default standard input)")
+	in := flag.String("in", "", "go test -json output to read, or a directory of them, one a run (default standard input)")
 	failures := flag.String("failures", "", "file to write the failing tests to (default: none)")
 	flag.Parse()
 	if err := run(*in, *failures, os.Stdout); err != nil {
@@ -61,32 +65,67 @@ func main() {
 }
 
 func run(in, failuresPath string, out io.Writer) error {
-	r := io.Reader(os.Stdin)
-	if in != "" {
+	var inputs []io.Reader
+	switch info, err := os.Stat(in); {
+	case in == "":
+		inputs = append(inputs, os.Stdin)
+	case err != nil:
+		return err
+	case info.IsDir():
+		// One file a test binary run: a run's package output (a timeout's
+		// panic) belongs to the tests of that run only.
+		paths, err := filepath.Glob(filepath.Join(in, "*.json"))
+		if err != nil {
+			return err
+		}
+		sort.Strings(paths)
+		for _, p := range paths {
+			f, err := os.Open(p)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			inputs = append(inputs, f)
+		}
+	default:
 		f, err := os.Open(in)
 		if err != nil {
 			return err
 		}
 		defer f.Close()
-		r = f
+		inputs = append(inputs, f)
 	}
-	tests, pkgs, order, err := parse(r)
-	if err != nil {
-		return err
+	var all results
+	for _, r := range inputs {
+		if err := all.parse(r); err != nil {
+			return err
+		}
 	}
-	lines := report(tests, pkgs, order, out)
+	lines := report(all, out)
 	if failuresPath == "" {
 		return nil
 	}
 	return os.WriteFile(failuresPath, []byte(strings.Join(lines, "")), 0o644)
 }
 
-// parse reads test2json events; lines that are not JSON (go test's own
-// messages) are kept as package output of no package.
-func parse(r io.Reader) (map[string]*test, map[string]*pkgRun, []string, error) {
-	tests := map[string]*test{}
-	pkgs := map[string]*pkgRun{}
-	var order []string
+// results is what the report keeps of every run read.
+type results struct {
+	tests map[string]*test
+	// order is the tests' keys in the order they started.
+	order []string
+	// pkgs are the packages' results, merged over runs (a failure wins).
+	pkgs map[string]*pkgRun
+}
+
+// parse reads one run's test2json events; lines that are not JSON (go
+// test's own messages) are skipped. A test of this run that never ended
+// is given this run's package output as its own.
+func (a *results) parse(r io.Reader) error {
+	if a.tests == nil {
+		a.tests, a.pkgs = map[string]*test{}, map[string]*pkgRun{}
+	}
+	local := map[string]*pkgRun{}
+	var started []*test
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 1<<20), 16<<20)
 	for sc.Scan() {
@@ -94,12 +133,12 @@ func parse(r io.Reader) (map[string]*test, map[string]*pkgRun, []string, error) 
 		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil || ev.Action == "" {
 			continue
 		}
-		p := pkgs[ev.Package]
-		if p == nil {
-			p = &pkgRun{}
-			pkgs[ev.Package] = p
-		}
 		if ev.Test == "" {
+			p := local[ev.Package]
+			if p == nil {
+				p = &pkgRun{}
+				local[ev.Package] = p
+			}
 			switch ev.Action {
 			case "output":
 				p.output = append(p.output, ev.Output)
@@ -110,11 +149,12 @@ func parse(r io.Reader) (map[string]*test, map[string]*pkgRun, []string, error) 
 		}
 		top, _, sub := strings.Cut(ev.Test, "/")
 		key := ev.Package + " " + top
-		t := tests[key]
+		t := a.tests[key]
 		if t == nil {
 			t = &test{pkg: ev.Package, name: top}
-			tests[key] = t
-			order = append(order, key)
+			a.tests[key] = t
+			a.order = append(a.order, key)
+			started = append(started, t)
 		}
 		switch ev.Action {
 		case "output":
@@ -125,14 +165,38 @@ func parse(r io.Reader) (map[string]*test, map[string]*pkgRun, []string, error) 
 			}
 		}
 	}
-	if err := sc.Err(); err != nil && !errors.Is(err, io.EOF) {
-		return nil, nil, nil, err
+	if err := sc.Err(); err != nil {
+		return err
 	}
-	return tests, pkgs, order, nil
+	for _, t := range started {
+		if t.result == "" {
+			t.unfinished = "did not finish: " + firstOf(local[t.pkg].outputOrNil(), timeoutLine, "its test binary ended before it did")
+		}
+	}
+	for name, p := range local {
+		merged := a.pkgs[name]
+		if merged == nil {
+			merged = &pkgRun{}
+			a.pkgs[name] = merged
+		}
+		if merged.result != "fail" {
+			merged.result = p.result
+		}
+		merged.output = append(merged.output, p.output...)
+	}
+	return nil
+}
+
+func (p *pkgRun) outputOrNil() []string {
+	if p == nil {
+		return nil
+	}
+	return p.output
 }
 
 // report prints the counts and returns the failure lines, sorted.
-func report(tests map[string]*test, pkgs map[string]*pkgRun, order []string, out io.Writer) []string {
+func report(a results, out io.Writer) []string {
+	tests, pkgs, order := a.tests, a.pkgs, a.order
 	type counts struct{ pass, fail, skip int }
 	per := map[string]*counts{}
 	var total counts
@@ -156,7 +220,7 @@ func report(tests map[string]*test, pkgs map[string]*pkgRun, order []string, out
 			total.fail++
 			reason := firstFailure(t.output)
 			if t.result == "" {
-				reason = "did not finish: " + firstOf(pkgs[t.pkg].output, timeoutLine, "package ended before the test did")
+				reason = t.unfinished
 			}
 			failed = append(failed, fmt.Sprintf("%s %s: %s\n", t.pkg, t.name, reason))
 		}
