@@ -170,7 +170,7 @@ func (a *results) parse(r io.Reader) error {
 	}
 	for _, t := range started {
 		if t.result == "" {
-			t.unfinished = "did not finish: " + firstOf(local[t.pkg].outputOrNil(), timeoutLine, "its test binary ended before it did")
+			t.unfinished = "did not finish: " + firstOf(local[t.pkg].outputOrNil(), panicLine, "its test binary ended before it did")
 		}
 	}
 	for name, p := range local {
@@ -256,7 +256,7 @@ var (
 	testFile     = regexp.MustCompile(`^\s*[A-Za-z0-9_]+_test\.go:\d+: ?`)
 	errorLine    = regexp.MustCompile(`^\s*Error:\s*(.*)$`)
 	testifyField = regexp.MustCompile(`^\s*(Test|Diff|Messages):`)
-	timeoutLine  = regexp.MustCompile(`^panic: test timed out`)
+	panicLine    = regexp.MustCompile(`^panic: `)
 	anyLine      = regexp.MustCompile(`\S`)
 )
 

@@ -71,3 +71,45 @@ not json
 		})
 	}
 }
+
+// TestReportDirectory: with one file a run, a run's timeout is the reason
+// of that run's unfinished test only.
+func TestReportDirectory(t *testing.T) {
+	dir := t.TempDir()
+	runs := map[string]string{
+		"a.json": `{"Action":"run","Package":"p","Test":"TestHangs"}
+{"Action":"output","Package":"p","Output":"panic: test timed out after 5m0s\n"}
+{"Action":"fail","Package":"p"}
+`,
+		"b.json": `{"Action":"run","Package":"p","Test":"TestCrashes"}
+{"Action":"output","Package":"p","Output":"panic: runtime error: invalid memory address\n"}
+{"Action":"fail","Package":"p"}
+`,
+		"c.json": `{"Action":"run","Package":"p","Test":"TestPasses"}
+{"Action":"pass","Package":"p","Test":"TestPasses"}
+{"Action":"pass","Package":"p"}
+`,
+	}
+	for name, body := range runs {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	failures := filepath.Join(t.TempDir(), "failures.txt")
+	var out bytes.Buffer
+	if err := run(dir, failures, &out); err != nil {
+		t.Fatal(err)
+	}
+	if want := "compat: 1 passed, 2 failed, 0 skipped of 3 top-level tests"; !strings.Contains(out.String(), want) {
+		t.Errorf("summary:\n%s\nwant %q", out.String(), want)
+	}
+	got, err := os.ReadFile(failures)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "p TestCrashes: did not finish: panic: runtime error: invalid memory address\n" +
+		"p TestHangs: did not finish: panic: test timed out after 5m0s\n"
+	if string(got) != want {
+		t.Errorf("failures:\n%s\nwant:\n%s", got, want)
+	}
+}
