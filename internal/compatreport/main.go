@@ -170,7 +170,12 @@ func (a *results) parse(r io.Reader) error {
 	}
 	for _, t := range started {
 		if t.result == "" {
-			t.unfinished = "did not finish: " + firstOf(local[t.pkg].outputOrNil(), panicLine, "its test binary ended before it did")
+			// A test's panic is in its own output, a timeout's in the run's.
+			reason := firstOf(t.output, panicLine, "")
+			if reason == "" {
+				reason = firstOf(local[t.pkg].outputOrNil(), panicLine, "its test binary ended before it did")
+			}
+			t.unfinished = "did not finish: " + reason
 		}
 	}
 	for name, p := range local {
@@ -252,8 +257,15 @@ func report(a results, out io.Writer) []string {
 
 var (
 	// fileLine is a t.Error/t.Fatal line: "    kv_test.go:52: message".
-	fileLine     = regexp.MustCompile(`^\s*[A-Za-z0-9_]+\.go:\d+: ?`)
-	testFile     = regexp.MustCompile(`^\s*[A-Za-z0-9_]+_test\.go:\d+: ?`)
+	// sdk/testutil's retry nests them: "retry.go:219: retry.go:39: ...".
+	fileLine = regexp.MustCompile(`^\s*([A-Za-z0-9_]+\.go:\d+: ?)+`)
+	testFile = regexp.MustCompile(`^\s*([A-Za-z0-9_]+\.go:\d+: ?)*[A-Za-z0-9_]+_test\.go:\d+: ?`)
+	// sdkNoise are sdk/testutil's lines about the agent it starts, logged
+	// before the reason it could not: the config it wrote, its command.
+	sdkNoise = regexp.MustCompile(`CONFIG JSON:|test cmd args:|server stop failed with:`)
+	// agentError is the line an agent that refused to start prints.
+	agentError = regexp.MustCompile(`^==> `)
+
 	errorLine    = regexp.MustCompile(`^\s*Error:\s*(.*)$`)
 	testifyField = regexp.MustCompile(`^\s*(Test|Diff|Messages):`)
 	panicLine    = regexp.MustCompile(`^panic: `)
@@ -265,22 +277,35 @@ var (
 // line that is not go test's own bookkeeping. testify puts its message on
 // the following "Error:" line and leaves the file:line one empty.
 func firstFailure(output []string) string {
+	reason := firstLogged(output)
+	// The agent's own words when it refused to start (its stderr follows
+	// sdk/testutil's "Failed to start server").
+	for i, line := range output {
+		if agentError.MatchString(line) && i+1 < len(output) {
+			reason += " | consul: " + strings.TrimSpace(output[i+1])
+			break
+		}
+	}
+	return clip(reason)
+}
+
+func firstLogged(output []string) string {
 	for _, re := range []*regexp.Regexp{testFile, fileLine} {
 		for i, line := range output {
-			if !re.MatchString(line) {
+			if !re.MatchString(line) || sdkNoise.MatchString(line) {
 				continue
 			}
 			msg := strings.TrimSpace(line)
 			if strings.TrimSpace(re.ReplaceAllString(line, "")) == "" {
 				msg += testifyMessage(output[i+1:])
 			}
-			return clip(msg)
+			return msg
 		}
 	}
 	for _, line := range output {
 		s := strings.TrimSpace(line)
 		if s != "" && !strings.HasPrefix(s, "=== ") && !strings.HasPrefix(s, "--- ") {
-			return clip(s)
+			return s
 		}
 	}
 	return "failed with no output"

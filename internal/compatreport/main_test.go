@@ -34,6 +34,24 @@ func TestReport(t *testing.T) {
 			wantFailures: "p TestC: kv_test.go:52: Not equal: expected: 1\n",
 		},
 		{
+			name: "an agent that refused to start and a nested retry message",
+			events: `{"Action":"run","Package":"p","Test":"TestACL"}
+{"Action":"output","Package":"p","Test":"TestACL","Output":"    retry.go:219: server.go:342: CONFIG JSON: {}\n"}
+{"Action":"output","Package":"p","Test":"TestACL","Output":"        retry.go:62: Failed to start server: api unavailable\n"}
+{"Action":"output","Package":"p","Test":"TestACL","Output":"==> Error loading configuration:\n"}
+{"Action":"output","Package":"p","Test":"TestACL","Output":"protection not provided: acl.enabled\n"}
+{"Action":"fail","Package":"p","Test":"TestACL"}
+{"Action":"run","Package":"p","Test":"TestRetry"}
+{"Action":"output","Package":"p","Test":"TestRetry","Output":"    retry.go:219: retry.go:39: \n"}
+{"Action":"output","Package":"p","Test":"TestRetry","Output":"        \tError:      \tReceived unexpected error:\n"}
+{"Action":"output","Package":"p","Test":"TestRetry","Output":"        \t            \tUnexpected response code: 404 ()\n"}
+{"Action":"fail","Package":"p","Test":"TestRetry"}
+`,
+			wantSummary: "compat: 0 passed, 2 failed, 0 skipped of 2 top-level tests",
+			wantFailures: "p TestACL: retry.go:62: Failed to start server: api unavailable | consul: protection not provided: acl.enabled\n" +
+				"p TestRetry: retry.go:219: retry.go:39: Received unexpected error: Unexpected response code: 404 ()\n",
+		},
+		{
 			name: "a hung test fails with the timeout and a build failure shows",
 			events: `{"Action":"run","Package":"w","Test":"TestEventWatch"}
 {"Action":"output","Package":"w","Output":"panic: test timed out after 15m0s\n"}
