@@ -13,7 +13,7 @@ import (
 
 // TestAgentMultiPortServices: Consul 1.22's Ports of a service, from a
 // config file and from the official client's registration, are kept by
-// the agent, synced to the catalog and returned by the agent, health and
+// the agent (and shown by /v1/agent/services, with the Locality), synced to the catalog and returned by the agent, health and
 // catalog endpoints (ServicePorts in a catalog instance); bad Ports are
 // refused with 400 before anything is stored.
 func TestAgentMultiPortServices(t *testing.T) {
@@ -23,7 +23,8 @@ func TestAgentMultiPortServices(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := api.ServicePorts{{Name: "http", Port: 8080, Default: true}, {Name: "metrics", Port: 9090}}
-	if err := c.Agent().ServiceRegister(&api.AgentServiceRegistration{Name: "srv-1", Ports: want}); err != nil {
+	locality := &api.Locality{Region: "us-west-1", Zone: "us-west-1a"}
+	if err := c.Agent().ServiceRegister(&api.AgentServiceRegistration{Name: "srv-1", Ports: want, Locality: locality}); err != nil {
 		t.Fatal(err)
 	}
 	services, err := c.Agent().Services()
@@ -35,6 +36,9 @@ func TestAgentMultiPortServices(t *testing.T) {
 		if svc == nil || !slices.Equal(svc.Ports, want) {
 			t.Fatalf("agent service %s = %+v, want ports %+v", id, svc, want)
 		}
+	}
+	if got := services["srv-1"].Locality; got == nil || *got != *locality {
+		t.Fatalf("agent service locality = %+v, want %+v", got, locality)
 	}
 
 	waitFor(t, "srv-1 in the catalog", func() bool {

@@ -59,12 +59,13 @@ type agentService struct {
 	Connect           *structs.ServiceConnect     `json:",omitempty"`
 	ContentHash       string                      `json:",omitempty"`
 	Datacenter        string
+	Locality          *structs.Locality `json:",omitempty"`
 }
 
 func (s *Server) toAgentService(ns *structs.NodeService, hash string) agentService {
 	out := agentService{
 		Kind: ns.Kind, ID: ns.ID, Service: ns.Service, Tags: orEmpty(ns.Tags), Meta: orEmptyMap(ns.Meta),
-		Port: ns.Port, Ports: ns.Ports, Address: ns.Address, SocketPath: ns.SocketPath, TaggedAddresses: ns.TaggedAddresses,
+		Port: ns.Port, Ports: ns.Ports, Locality: ns.Locality, Address: ns.Address, SocketPath: ns.SocketPath, TaggedAddresses: ns.TaggedAddresses,
 		EnableTagOverride: ns.EnableTagOverride, ContentHash: hash, Datacenter: s.dc,
 		Weights: structs.Weights{Passing: 1, Warning: 1},
 	}
