@@ -16,7 +16,7 @@ JEPSEN_DURATION ?= 3m
 JEPSEN_OUT ?= $(CURDIR)/jepsen-out
 JEPSEN_TIMEOUT ?= 4h
 
-.PHONY: test unit race fuzz vet lint build bench jepsen soak
+.PHONY: test unit race fuzz vet lint build bench jepsen soak compat
 
 build:
 	$(GO) build ./...
@@ -71,3 +71,25 @@ bench:
 SOAK_MINUTES ?= 10
 soak:
 	TRELLIS_SOAK_MINUTES=$(SOAK_MINUTES) $(GO) test ./server -run '^$$' -bench SoakCatalogChurn -benchtime 1x -timeout $$(( $(SOAK_MINUTES) + 10 ))m
+
+# consul/api's own test suite (the module and version in go.mod, the api
+# and api/watch packages) against trellis: sdk/testutil starts `consul`,
+# which here is the trellis binary under that name. A measurement, not a
+# gate, so not part of `make test`: prints passed/failed/skipped per
+# package, writes the failing tests with their first failure line to
+# COMPAT_OUT/failures.txt and each test's `go test -json` events to
+# COMPAT_OUT/json/. Each top-level test runs alone in its own test binary
+# process (COMPAT_JOBS at a time), bounded by COMPAT_TIMEOUT: a test that
+# hangs or panics fails by itself ("did not finish") instead of stalling
+# or killing the rest of its package. COMPAT_RUN narrows it to the tests
+# matching a regexp.
+COMPAT_OUT ?= $(CURDIR)/compat-out
+COMPAT_TIMEOUT ?= 5m
+COMPAT_JOBS ?= 3
+COMPAT_RUN ?= .
+compat:
+	@rm -rf $(COMPAT_OUT) && mkdir -p $(COMPAT_OUT)/bin $(COMPAT_OUT)/json
+	$(GO) build -o $(COMPAT_OUT)/bin/consul ./cmd/trellis
+	sh internal/compatreport/compat.sh "$(GO)" "$(COMPAT_OUT)" "$(COMPAT_TIMEOUT)" "$(COMPAT_JOBS)" '$(COMPAT_RUN)'
+	$(GO) run ./internal/compatreport -in $(COMPAT_OUT)/json -failures $(COMPAT_OUT)/failures.txt
+	@echo "compat: failing tests in $(COMPAT_OUT)/failures.txt"

@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/serf/serf"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/trellis-mesh/trellis/agent/cache"
 	"github.com/trellis-mesh/trellis/agent/config"
 	agentdns "github.com/trellis-mesh/trellis/agent/dns"
 	"github.com/trellis-mesh/trellis/agent/httpapi"
@@ -71,6 +72,8 @@ type Agent struct {
 	// xds serves Envoy on the gRPC port.
 	xds  *xdsServing
 	http []*http.Server
+	// cache answers the HTTP API's ?cached reads.
+	cache *cache.Cache
 	// dns answers Consul's DNS interface on the DNS port (nil when -1).
 	dns *agentdns.Server
 
@@ -278,7 +281,13 @@ func (a *Agent) startHTTP() error {
 	if a.reload != nil {
 		reloader = a
 	}
+	c, err := cache.New(cache.Config{RPC: a, Logger: a.logger.With("component", "cache")})
+	if err != nil {
+		return err
+	}
+	a.cache = c
 	api, err := httpapi.New(httpapi.Config{
+		Cache:             c,
 		RPC:               a,
 		Logger:            a.logger.With("component", "http"),
 		NodeName:          rc.NodeName,
@@ -453,6 +462,9 @@ func (a *Agent) Shutdown() error {
 		}
 		if a.dns != nil {
 			a.dns.Shutdown()
+		}
+		if a.cache != nil {
+			a.cache.Close()
 		}
 		if a.xds != nil {
 			a.xds.stop()

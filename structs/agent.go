@@ -1,5 +1,7 @@
 package structs
 
+import "slices"
+
 // CheckType says how an agent runs one health check: exactly one of TTL,
 // HTTP, TCP, GRPC or an alias (AliasNode/AliasService) is set. It is the
 // check part of Consul's agent registration JSON.
@@ -100,6 +102,7 @@ type ServiceDefinition struct {
 	TaggedAddresses   map[string]ServiceAddress `json:",omitempty"`
 	Meta              map[string]string         `json:",omitempty"`
 	Port              int                       `json:",omitempty"`
+	Ports             ServicePorts              `json:",omitempty"`
 	SocketPath        string                    `json:",omitempty"`
 	Weights           *Weights                  `json:",omitempty"`
 	EnableTagOverride bool                      `json:",omitempty"`
@@ -123,6 +126,7 @@ func (d *ServiceDefinition) NodeService() *NodeService {
 		TaggedAddresses:   d.TaggedAddresses,
 		Meta:              d.Meta,
 		Port:              d.Port,
+		Ports:             slices.Clone(d.Ports),
 		SocketPath:        d.SocketPath,
 		Weights:           d.Weights,
 		EnableTagOverride: d.EnableTagOverride,

@@ -93,16 +93,19 @@ type ServiceAddress struct {
 
 // NodeService is one service instance registered on a node.
 type NodeService struct {
-	Kind              ServiceKind `json:",omitempty"`
-	ID                string
-	Service           string
-	Tags              []string
-	Address           string
-	TaggedAddresses   map[string]ServiceAddress `json:",omitempty"`
-	Meta              map[string]string
-	Port              int
-	SocketPath        string   `json:",omitempty"`
-	Weights           *Weights `json:",omitempty"`
+	Kind            ServiceKind `json:",omitempty"`
+	ID              string
+	Service         string
+	Tags            []string
+	Address         string
+	TaggedAddresses map[string]ServiceAddress `json:",omitempty"`
+	Meta            map[string]string
+	Port            int
+	// Ports are a multi-port service's named ports (Consul 1.22), one of
+	// them the Default; empty for a single-port service, which has Port.
+	Ports             ServicePorts `json:",omitempty" bexpr:"-"`
+	SocketPath        string       `json:",omitempty"`
+	Weights           *Weights     `json:",omitempty"`
 	EnableTagOverride bool
 	Locality          *Locality `json:",omitempty" bexpr:"-"`
 	// Proxy is set for connect-proxy and gateway kinds.
@@ -114,6 +117,16 @@ type NodeService struct {
 	LocallyRegisteredAsSidecar bool `json:"-" bexpr:"-"`
 	RaftIndex                  `bexpr:"-"`
 }
+
+// ServicePort is one named port of a multi-port service.
+type ServicePort struct {
+	Name    string
+	Port    int
+	Default bool
+}
+
+// ServicePorts are a service's named ports, as registered (order kept).
+type ServicePorts []ServicePort
 
 // ServiceConnect holds a service's own Connect settings.
 type ServiceConnect struct {
@@ -140,7 +153,8 @@ type ServiceNode struct {
 	ServiceWeights           Weights
 	ServiceMeta              map[string]string
 	ServicePort              int
-	ServiceSocketPath        string `json:",omitempty"`
+	ServicePorts             ServicePorts `json:",omitempty" bexpr:"-"`
+	ServiceSocketPath        string       `json:",omitempty"`
 	ServiceEnableTagOverride bool
 	ServiceProxy             ConnectProxyConfig
 	ServiceConnect           ServiceConnect
@@ -162,6 +176,7 @@ func (s *NodeService) ToServiceNode(n *Node) *ServiceNode {
 		ServiceTaggedAddresses:   s.TaggedAddresses,
 		ServiceMeta:              s.Meta,
 		ServicePort:              s.Port,
+		ServicePorts:             s.Ports,
 		ServiceSocketPath:        s.SocketPath,
 		ServiceEnableTagOverride: s.EnableTagOverride,
 		ServiceProxy:             s.Proxy,
@@ -195,6 +210,7 @@ func (s *ServiceNode) ToNodeService() *NodeService {
 		TaggedAddresses:   s.ServiceTaggedAddresses,
 		Meta:              s.ServiceMeta,
 		Port:              s.ServicePort,
+		Ports:             s.ServicePorts,
 		SocketPath:        s.ServiceSocketPath,
 		Weights:           &w,
 		EnableTagOverride: s.ServiceEnableTagOverride,

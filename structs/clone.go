@@ -48,6 +48,7 @@ func (s *NodeService) Clone() *NodeService {
 	}
 	c := *s
 	c.Tags = slices.Clone(s.Tags)
+	c.Ports = slices.Clone(s.Ports)
 	c.TaggedAddresses = maps.Clone(s.TaggedAddresses)
 	c.Meta = maps.Clone(s.Meta)
 	if s.Weights != nil {
@@ -71,6 +72,9 @@ func (s *NodeService) Normalized() *NodeService {
 	c.RaftIndex = RaftIndex{}
 	c.LocallyRegisteredAsSidecar = false
 	c.Tags = nilIfEmpty(c.Tags)
+	if len(c.Ports) == 0 {
+		c.Ports = nil
+	}
 	if len(c.TaggedAddresses) == 0 {
 		c.TaggedAddresses = nil
 	}

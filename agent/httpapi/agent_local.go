@@ -49,6 +49,7 @@ type agentService struct {
 	Tags              []string
 	Meta              map[string]string
 	Port              int
+	Ports             structs.ServicePorts `json:",omitempty"`
 	Address           string
 	SocketPath        string                            `json:",omitempty"`
 	TaggedAddresses   map[string]structs.ServiceAddress `json:",omitempty"`
@@ -58,12 +59,13 @@ type agentService struct {
 	Connect           *structs.ServiceConnect     `json:",omitempty"`
 	ContentHash       string                      `json:",omitempty"`
 	Datacenter        string
+	Locality          *structs.Locality `json:",omitempty"`
 }
 
 func (s *Server) toAgentService(ns *structs.NodeService, hash string) agentService {
 	out := agentService{
 		Kind: ns.Kind, ID: ns.ID, Service: ns.Service, Tags: orEmpty(ns.Tags), Meta: orEmptyMap(ns.Meta),
-		Port: ns.Port, Address: ns.Address, SocketPath: ns.SocketPath, TaggedAddresses: ns.TaggedAddresses,
+		Port: ns.Port, Ports: ns.Ports, Locality: ns.Locality, Address: ns.Address, SocketPath: ns.SocketPath, TaggedAddresses: ns.TaggedAddresses,
 		EnableTagOverride: ns.EnableTagOverride, ContentHash: hash, Datacenter: s.dc,
 		Weights: structs.Weights{Passing: 1, Warning: 1},
 	}

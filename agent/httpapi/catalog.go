@@ -142,7 +142,7 @@ func (s *Server) catalogServices(w http.ResponseWriter, r *http.Request) (any, e
 	}
 	var out structs.IndexedServices
 	defer setMeta(w, &out.QueryMeta, &args.QueryOptions)
-	if err := structs.MethodCatalogListServices.Call(r.Context(), s.rpc, &args, &out); err != nil {
+	if err := cachedCall(s, w, r, structs.MethodCatalogListServices, &args, &out); err != nil {
 		return nil, err
 	}
 	services := make(map[string][]string, len(out.Services))
@@ -176,7 +176,7 @@ func (s *Server) serviceNodes(w http.ResponseWriter, r *http.Request, prefix str
 	}
 	var out structs.IndexedServiceNodes
 	defer setMeta(w, &out.QueryMeta, &args.QueryOptions)
-	if err := structs.MethodCatalogServiceNodes.Call(r.Context(), s.rpc, &args, &out); err != nil {
+	if err := cachedCall(s, w, r, structs.MethodCatalogServiceNodes, &args, &out); err != nil {
 		return nil, err
 	}
 	nodes := make(structs.ServiceNodes, 0, len(out.ServiceNodes))

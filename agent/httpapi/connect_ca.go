@@ -65,7 +65,7 @@ func (s *Server) connectCARoots(w http.ResponseWriter, r *http.Request) (any, er
 		pemOut = b
 	}
 	var out structs.IndexedCARoots
-	err := structs.MethodConnectCARoots.Call(r.Context(), s.rpc, &args, &out)
+	err := cachedCall(s, w, r, structs.MethodConnectCARoots, &args, &out)
 	setMeta(w, &out.QueryMeta, &args.QueryOptions)
 	if err != nil {
 		return nil, err

@@ -15,12 +15,25 @@ import (
 // HTTP API over it, and returns an official Consul client for it.
 func startRealServer(t *testing.T) (*api.Client, *server.Server) {
 	t.Helper()
-	c, _, srv := startRealServerURL(t)
+	c, _, srv := startRealServerURLWith(t, nil)
 	return c, srv
 }
 
 // startRealServerURL is startRealServer, with the HTTP base URL too.
 func startRealServerURL(t *testing.T) (*api.Client, string, *server.Server) {
+	t.Helper()
+	return startRealServerURLWith(t, nil)
+}
+
+// startRealServerWith is startRealServer with setup, when not nil, given
+// the HTTP API's Config to complete.
+func startRealServerWith(t *testing.T, setup func(*server.Server, *Config)) (*api.Client, *server.Server) {
+	t.Helper()
+	c, _, srv := startRealServerURLWith(t, setup)
+	return c, srv
+}
+
+func startRealServerURLWith(t *testing.T, setup func(*server.Server, *Config)) (*api.Client, string, *server.Server) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -41,7 +54,11 @@ func startRealServerURL(t *testing.T) (*api.Client, string, *server.Server) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	h, err := New(Config{RPC: srv, NodeName: "node1", Datacenter: testDC})
+	cfg := Config{RPC: srv, NodeName: "node1", Datacenter: testDC}
+	if setup != nil {
+		setup(srv, &cfg)
+	}
+	h, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func (s *Server) checkServiceNodes(w http.ResponseWriter, r *http.Request, prefi
 	args.PassingOnly = passing
 	var out structs.IndexedCheckServiceNodes
 	defer setMeta(w, &out.QueryMeta, &args.QueryOptions)
-	if err := structs.MethodHealthServiceNodes.Call(r.Context(), s.rpc, &args, &out); err != nil {
+	if err := cachedCall(s, w, r, structs.MethodHealthServiceNodes, &args, &out); err != nil {
 		return nil, err
 	}
 	nodes := make(structs.CheckServiceNodes, 0, len(out.Nodes))

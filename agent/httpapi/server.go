@@ -68,6 +68,9 @@ type Config struct {
 	// Events serves /v1/event/fire and /v1/event/list; nil answers them
 	// with 501.
 	Events Events
+	// Cache answers the ?cached reads (cached.go); nil answers them from
+	// the servers, as if ?cached were absent, with X-Cache: MISS.
+	Cache Cache
 }
 
 // ErrInvalidConfig is returned by New when a required Config field is
@@ -97,6 +100,7 @@ type Server struct {
 	leafCerts   LeafCerts
 	authorizer  ConnectAuthorizer
 	events      Events
+	cache       Cache
 	handler     http.Handler
 }
 
@@ -129,6 +133,7 @@ func New(cfg Config) (*Server, error) {
 		leafCerts:   cfg.LeafCerts,
 		authorizer:  cfg.ConnectAuthorizer,
 		events:      cfg.Events,
+		cache:       cfg.Cache,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)

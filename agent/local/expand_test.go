@@ -28,6 +28,22 @@ func TestValidateServiceDefinition(t *testing.T) {
 		{name: "missing name", def: &structs.ServiceDefinition{ID: "web1", Port: 80}, wantField: "Name", wantMsg: "Missing service name"},
 		{name: "port above range", def: &structs.ServiceDefinition{Name: "web", Port: 70000}, wantField: "Port", wantSub: "Invalid Port: 70000"},
 		{name: "port 65535", def: &structs.ServiceDefinition{Name: "web", Port: 65535}},
+		{name: "multi-port", def: &structs.ServiceDefinition{Name: "web", Ports: structs.ServicePorts{
+			{Name: "http", Port: 8080, Default: true}, {Name: "metrics", Port: 9090}}}},
+		{name: "ports without a default", def: &structs.ServiceDefinition{Name: "web", Ports: structs.ServicePorts{{Name: "http", Port: 8080}}},
+			wantField: "Ports", wantMsg: "Invalid Ports: one of the Ports must be marked as Default"},
+		{name: "ports with two defaults", def: &structs.ServiceDefinition{Name: "web", Ports: structs.ServicePorts{
+			{Name: "http", Port: 8080, Default: true}, {Name: "grpc", Port: 8081, Default: true}}},
+			wantField: "Ports", wantMsg: "Invalid Ports: only one port can be marked as default"},
+		{name: "port without a name", def: &structs.ServiceDefinition{Name: "web", Ports: structs.ServicePorts{{Port: 8080, Default: true}}},
+			wantField: "Ports", wantMsg: "Invalid Ports: Ports.Name cannot be empty"},
+		{name: "port name twice", def: &structs.ServiceDefinition{Name: "web", Ports: structs.ServicePorts{
+			{Name: "http", Port: 8080, Default: true}, {Name: "http", Port: 8081}}},
+			wantField: "Ports", wantMsg: `Invalid Ports: Ports.Name "http" has to be unique`},
+		{name: "port zero", def: &structs.ServiceDefinition{Name: "web", Ports: structs.ServicePorts{{Name: "http", Default: true}}},
+			wantField: "Ports", wantMsg: "Invalid Ports: Ports.Port must be non-zero"},
+		{name: "port of ports above range", def: &structs.ServiceDefinition{Name: "web", Ports: structs.ServicePorts{{Name: "http", Port: 70000, Default: true}}},
+			wantField: "Ports", wantSub: "exceeds the maximum port number"},
 		// CONSUL-COMPAT: Consul accepts a negative service Port.
 		{name: "negative port accepted", def: &structs.ServiceDefinition{Name: "web", Port: -1}},
 		{name: "unspecified address", def: &structs.ServiceDefinition{Name: "web", Address: "0.0.0.0"}, wantField: "Address", wantMsg: "Invalid service address"},

@@ -55,6 +55,9 @@ func ValidateServiceDefinition(def *structs.ServiceDefinition) error {
 	if err := validatePort("Port", def.Port); err != nil {
 		return err
 	}
+	if err := validatePorts(def.Ports); err != nil {
+		return err
+	}
 	if def.Weights != nil {
 		if err := validateWeights(def.Weights); err != nil {
 			return invalid("Weights", "Invalid Weights: %s", err)
@@ -107,6 +110,40 @@ func sidecarDefinition(def *structs.ServiceDefinition) *structs.ServiceDefinitio
 func validatePort(field string, port int) error {
 	if port > MaxPort {
 		return invalid(field, "Invalid %s: %d exceeds the maximum port number %d", field, port, MaxPort)
+	}
+	return nil
+}
+
+// validatePorts checks a multi-port service's ports as Consul 1.22 does:
+// each named, in range and named once, exactly one of them the Default.
+func validatePorts(ports structs.ServicePorts) error {
+	if len(ports) == 0 {
+		return nil
+	}
+	seen := make(map[string]bool, len(ports))
+	defaults := 0
+	for _, p := range ports {
+		switch {
+		case strings.TrimSpace(p.Name) == "":
+			return invalid("Ports", "Invalid Ports: Ports.Name cannot be empty")
+		case p.Port <= 0:
+			return invalid("Ports", "Invalid Ports: Ports.Port must be non-zero")
+		case seen[p.Name]:
+			return invalid("Ports", "Invalid Ports: Ports.Name %q has to be unique", p.Name)
+		}
+		if err := validatePort("Ports", p.Port); err != nil {
+			return err
+		}
+		seen[p.Name] = true
+		if p.Default {
+			defaults++
+		}
+	}
+	switch {
+	case defaults > 1:
+		return invalid("Ports", "Invalid Ports: only one port can be marked as default")
+	case defaults == 0:
+		return invalid("Ports", "Invalid Ports: one of the Ports must be marked as Default")
 	}
 	return nil
 }
