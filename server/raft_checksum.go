@@ -13,7 +13,7 @@ import (
 // checksumsFromKey is the stable-store key holding the first log index
 // written with a checksum. Entries below it were written before checksums
 // existed and are read as they are; every entry from it on must carry one.
-var checksumsFromKey = []byte("trellis_log_checksums_from")
+const checksumsFromKey = "trellis_log_checksums_from"
 
 // checksumMagic marks a checksum trailer, so that an entry that lost its
 // trailer reads as damaged rather than as one written without a checksum.
@@ -42,7 +42,7 @@ type checksumLog struct {
 // newChecksumLog wraps logs, whose stable store is stable, recording on
 // first use the index from which entries carry checksums.
 func newChecksumLog(logs raft.LogStore, stable raft.StableStore) (*checksumLog, error) {
-	from, err := stable.GetUint64(checksumsFromKey)
+	from, err := stable.GetUint64([]byte(checksumsFromKey))
 	if err != nil && !errors.Is(err, raftboltdb.ErrKeyNotFound) {
 		return nil, err
 	}
@@ -52,7 +52,7 @@ func newChecksumLog(logs raft.LogStore, stable raft.StableStore) (*checksumLog, 
 			return nil, err
 		}
 		from = last + 1
-		if err := stable.SetUint64(checksumsFromKey, from); err != nil {
+		if err := stable.SetUint64([]byte(checksumsFromKey), from); err != nil {
 			return nil, err
 		}
 	}
