@@ -26,6 +26,7 @@ import (
 	"github.com/trellis-mesh/trellis/agent/logmonitor"
 	"github.com/trellis-mesh/trellis/agent/router"
 	"github.com/trellis-mesh/trellis/agent/userevent"
+	"github.com/trellis-mesh/trellis/agent/watches"
 	"github.com/trellis-mesh/trellis/gossip"
 	"github.com/trellis-mesh/trellis/server"
 	"github.com/trellis-mesh/trellis/structs"
@@ -72,6 +73,13 @@ type Agent struct {
 	// xds serves Envoy on the gRPC port.
 	xds  *xdsServing
 	http []*http.Server
+	// httpAddr is the first HTTP listener, as the agent's own watches
+	// dial it (host:port or unix://path).
+	httpAddr string
+	// watches runs the config's watches; watchesMu serialises their
+	// restart on reload.
+	watchesMu sync.Mutex
+	watches   *watches.Runner // guarded by watchesMu
 	// cache answers the HTTP API's ?cached reads.
 	cache *cache.Cache
 	// dns answers Consul's DNS interface on the DNS port (nil when -1).
@@ -155,6 +163,9 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		return err
 	}
 	if err := a.startDNS(); err != nil {
+		return err
+	}
+	if err := a.startWatches(rc); err != nil {
 		return err
 	}
 	a.startCoordinates()
@@ -313,6 +324,9 @@ func (a *Agent) startHTTP() error {
 		if err != nil {
 			return fmt.Errorf("agent: bind HTTP %s: %w", addr, err)
 		}
+		if a.httpAddr == "" {
+			a.httpAddr = selfAddress(ln.Addr())
+		}
 		hs := &http.Server{Handler: api, ReadHeaderTimeout: 10 * time.Second}
 		a.http = append(a.http, hs)
 		a.wg.Add(1)
@@ -448,6 +462,7 @@ func (a *Agent) Shutdown() error {
 		if a.stopCoordinates != nil {
 			a.stopCoordinates()
 		}
+		a.stopWatches()
 		// Monitor streams never end by themselves: end them before the
 		// HTTP servers wait for their requests.
 		a.logs.Close()

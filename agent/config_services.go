@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/trellis-mesh/trellis/agent/config"
+	"github.com/trellis-mesh/trellis/agent/watches"
 	"github.com/trellis-mesh/trellis/structs"
 )
 
@@ -58,10 +59,13 @@ func decodeConfigDefinitions(rc *config.RuntimeConfig) (*configDefinitions, erro
 }
 
 // ValidateDefinitions decodes the service and check definitions of rc, as
-// the agent does before registering them (trellis validate).
+// the agent does before registering them, and parses its watches
+// (trellis validate).
 func ValidateDefinitions(rc *config.RuntimeConfig) error {
-	_, err := decodeConfigDefinitions(rc)
-	return err
+	if _, err := decodeConfigDefinitions(rc); err != nil {
+		return err
+	}
+	return watches.Validate(rc.Watches)
 }
 
 // serviceCheckIDs renames "id" to "CheckID" in the checks of a service
@@ -194,11 +198,11 @@ func sortedKeys(m map[string]bool) []string {
 	return out
 }
 
-// ReloadConfig applies a re-read configuration: the services and checks
-// of its config files replace those of the previous one. Other settings
-// keep the values the agent started with (the log level is the caller's:
-// it owns the logger). An error from a definition that cannot be decoded
-// leaves everything as it was.
+// ReloadConfig applies a re-read configuration: the services, checks and
+// watches of its config files replace those of the previous one. Other
+// settings keep the values the agent started with (the log level is the
+// caller's: it owns the logger). An error from a definition that cannot
+// be decoded leaves everything as it was.
 func (a *Agent) ReloadConfig(rc *config.RuntimeConfig) error {
 	if a.local == nil {
 		return errors.New("agent: reload before start")
@@ -207,7 +211,13 @@ func (a *Agent) ReloadConfig(rc *config.RuntimeConfig) error {
 	if err != nil {
 		return err
 	}
-	return a.local.applyConfig(defs)
+	if err := watches.Validate(rc.Watches); err != nil {
+		return err
+	}
+	if err := a.local.applyConfig(defs); err != nil {
+		return err
+	}
+	return a.startWatches(rc)
 }
 
 // Reload serves PUT /v1/agent/reload through the reload function the

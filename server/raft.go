@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/serf/serf"
 
 	"github.com/trellis-mesh/trellis/gossip"
+	"github.com/trellis-mesh/trellis/internal/hclogbridge"
 	"github.com/trellis-mesh/trellis/structs"
 )
 
@@ -45,7 +46,7 @@ func (s *Server) openStores() (*raftStores, error) {
 		return nil, err
 	}
 	// FileSnapshotStore keeps its files under <dir>/snapshots.
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, newHCLogBridge(s.logger, "raft-snapshot"))
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hclogbridge.New(s.logger, "raft-snapshot"))
 	if err != nil {
 		_ = bolt.Close()
 		return nil, fmt.Errorf("server: open snapshot store: %w", err)
@@ -65,7 +66,7 @@ func (s *Server) openStores() (*raftStores, error) {
 func (s *Server) raftConfig() *raft.Config {
 	c := raft.DefaultConfig()
 	c.LocalID = raft.ServerID(s.cfg.NodeID)
-	c.Logger = newHCLogBridge(s.logger, "raft")
+	c.Logger = hclogbridge.New(s.logger, "raft")
 	m := time.Duration(s.cfg.RaftMultiplier)
 	c.HeartbeatTimeout = 1000 * time.Millisecond * m
 	c.ElectionTimeout = 1000 * time.Millisecond * m
@@ -102,7 +103,7 @@ func (s *Server) setupRaft() error {
 		Stream:  &raftLayer{chanListener: s.mux.raft, advertise: s.cfg.Advertise, dial: s.cfg.RaftDial},
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
-		Logger:  newHCLogBridge(s.logger, "raft-net"),
+		Logger:  hclogbridge.New(s.logger, "raft-net"),
 	})
 	conf := s.raftConfig()
 	hasState, err := raft.HasExistingState(stores.log, stores.stable, stores.snap)

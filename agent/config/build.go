@@ -183,6 +183,7 @@ func build(s *source, dev bool, opts LoadOptions) (*RuntimeConfig, []string, err
 
 	rc.Services = append(append([]Definition(nil), s.Service...), s.Services...)
 	rc.Checks = append(append([]Definition(nil), s.Check...), s.Checks...)
+	rc.Watches = append([]map[string]any(nil), s.Watches...)
 
 	buildPorts(s, rc, &p)
 	buildAddresses(s, rc, opts, &p)

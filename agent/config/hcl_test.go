@@ -344,7 +344,11 @@ telemetry {
 	if rc.NodeID != "" {
 		t.Errorf("ReadOnly resolved a node ID %q", rc.NodeID)
 	}
-	if all := strings.Join(warnings, "\n"); !strings.Contains(all, "telemetry, watches") {
-		t.Errorf("warnings %q do not name telemetry and watches", warnings)
+	if all := strings.Join(warnings, "\n"); !strings.Contains(all, "telemetry") || strings.Contains(all, "watches") {
+		t.Errorf("warnings %q: want telemetry named, watches not (they run)", warnings)
+	}
+	want := []map[string]any{{"type": "checks", "handler": "/usr/bin/health-check-handler.sh"}}
+	if !reflect.DeepEqual(rc.Watches, want) {
+		t.Errorf("watches = %#v, want %#v", rc.Watches, want)
 	}
 }

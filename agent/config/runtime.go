@@ -113,6 +113,11 @@ type RuntimeConfig struct {
 	Services []Definition
 	Checks   []Definition
 
+	// Watches are the watch definitions of every config source, in the
+	// order read; the agent runs them (agent/watches) and restarts them on
+	// reload.
+	Watches []map[string]any
+
 	// ConfigFiles are the files read, in the order they were merged.
 	ConfigFiles []string
 }

@@ -192,6 +192,7 @@ func consulKeys() *keyNode {
 		// the agent registers them, as the HTTP API checks it.
 		"service":  honoured(),
 		"services": honoured(),
+		"watches":  honoured(),
 		"check":    honoured(),
 		"checks":   honoured(),
 
@@ -292,7 +293,7 @@ func consulKeys() *keyNode {
 		"retry_interval_wan", "retry_max_wan", "retry_join_wan",
 		"serf_wan", "server_name",
 		"tagged_addresses", "telemetry", "translate_wan_addrs",
-		"ui", "ui_content_path", "ui_dir", "ui_config", "unix_sockets", "watches",
+		"ui", "ui_content_path", "ui_dir", "ui_config", "unix_sockets",
 		"raft_logstore", "use_streaming_backend", "snapshot_agent",
 		"check_deregister_interval_min", "check_reap_interval", "consul",
 		"audit", "read_replica", "non_voting_server", "segment", "segments", "partition",

@@ -103,7 +103,7 @@ func TestClassify(t *testing.T) {
 		{"case-insensitive", map[string]any{"Node_Name": "a", "PORTS": map[string]any{"Serf_Wan": 1.0}}, []string{"ports.serf_wan"}, nil},
 		{"empty values carry nothing", map[string]any{"segments": nil, "acl": map[string]any{"tokens": map[string]any{}}, "retry_join_wan": []any{}}, nil, nil},
 		{"noop", map[string]any{"version": "1.22.0", "disable_anonymous_signature": true}, nil, nil},
-		{"ignored blocks named once", map[string]any{"telemetry": map[string]any{"a": 1.0, "b": 2.0}, "watches": []any{map[string]any{"type": "x"}}}, []string{"telemetry", "watches"}, nil},
+		{"ignored blocks named once", map[string]any{"telemetry": map[string]any{"a": 1.0, "b": 2.0}, "ui_config": map[string]any{"enabled": true}}, []string{"telemetry", "ui_config"}, nil},
 		{"service definitions are honoured", map[string]any{"service": map[string]any{"name": "x"}, "checks": []any{map[string]any{"ttl": "1s"}}}, nil, nil},
 		{"node_meta keys are free", map[string]any{"node_meta": map[string]any{"anything": "x"}}, nil, nil},
 		{"ca_config unknown keys are ignored, not invalid", map[string]any{"connect": map[string]any{"ca_config": map[string]any{"cluster_id": "x", "csr_max_per_second": 1.0}}},

@@ -63,6 +63,11 @@ type source struct {
 	Check    definitions `json:"check"`
 	Checks   definitions `json:"checks"`
 
+	// Watches are Consul's watch definitions, kept as written: their keys
+	// belong to consul/api's watch package, which the agent parses them
+	// with (agent/watches).
+	Watches []map[string]any `json:"watches"`
+
 	LogLevel           *string `json:"log_level"`
 	LogJSON            *bool   `json:"log_json"`
 	DisableUpdateCheck *bool   `json:"disable_update_check"`

@@ -23,10 +23,11 @@ Usage: trellis watch -type <type> [options] [handler ...]
   Watches for changes in a view of the data: -type key (-key), keyprefix
   (-prefix), services, nodes, service (-service, -tag, -passingonly),
   checks (-service or -state) or event (-name). With a handler, each change
-  runs it through "sh -c" with the view as JSON on its standard input
-  (Consul's watch format) and CONSUL_INDEX in its environment, until
-  interrupted. Without one, the current view is printed as JSON and the
-  command exits.`
+  runs it with the view as JSON on its standard input (Consul's watch
+  format) and CONSUL_INDEX in its environment, until interrupted: through
+  the shell ($SHELL, or /bin/sh) with -shell (the default), or as the
+  command and arguments given with -shell=false. Without one, the current
+  view is printed as JSON and the command exits.`
 
 // watchRetry is how long the watch waits after a failed read.
 const watchRetry = 5 * time.Second
@@ -54,6 +55,7 @@ type watchParams struct {
 	typ, name, key, prefix, service, state string
 	tags                                   stringList
 	passingOnly                            bool
+	shell                                  bool
 }
 
 func runWatch(args []string, env *Env) int {
@@ -68,6 +70,7 @@ func runWatch(args []string, env *Env) int {
 	fs.Var(&p.tags, "tag", "Specifies a service tag to filter on (-type service); may be given more than once.")
 	fs.StringVar(&p.state, "state", "", "Specifies the check state to filter on (-type checks).")
 	fs.BoolVar(&p.passingOnly, "passingonly", false, "Specifies if only hosts passing all checks are displayed (-type service).")
+	fs.BoolVar(&p.shell, "shell", true, "Use a shell to run the handler ($SHELL, or /bin/sh); with -shell=false the arguments are run as they are.")
 	hf.register(fs, true)
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
@@ -84,7 +87,7 @@ func runWatch(args []string, env *Env) int {
 	}
 	ctx, release := interruptContext(env)
 	defer release()
-	handler := strings.Join(fs.Args(), " ")
+	handler := handlerArgv(fs.Args(), p.shell, env)
 	for {
 		view, index, err := w.next(ctx)
 		if ctx.Err() != nil {
@@ -92,7 +95,7 @@ func runWatch(args []string, env *Env) int {
 		}
 		if err != nil {
 			fmt.Fprintf(env.Stderr, "Error querying Consul agent: %s\n", err)
-			if handler == "" {
+			if handler == nil {
 				return 1
 			}
 			select {
@@ -107,7 +110,7 @@ func runWatch(args []string, env *Env) int {
 			fmt.Fprintf(env.Stderr, "Error decoding the watch result: %s\n", err)
 			return 1
 		}
-		if handler == "" {
+		if handler == nil {
 			fmt.Fprintln(env.Stdout, buf.String())
 			return 0
 		}
@@ -297,9 +300,28 @@ func (w *eventWatch) events(ctx context.Context) ([]watchEvent, uint64, error) {
 	}
 }
 
+// handlerArgv is the command line of the handler args name: nil for none;
+// with shell, the words joined and run by the user's shell, as Consul's
+// watch runs them.
+func handlerArgv(args []string, shell bool, env *Env) []string {
+	switch {
+	case len(args) == 0:
+		return nil
+	case !shell:
+		return args
+	}
+	sh := "/bin/sh"
+	if env.Getenv != nil {
+		if v := env.Getenv("SHELL"); v != "" {
+			sh = v
+		}
+	}
+	return []string{sh, "-c", strings.Join(args, " ")}
+}
+
 // runHandler runs the handler with the watch's JSON on its standard input.
-func runHandler(ctx context.Context, handler string, input []byte, index uint64, env *Env) error {
-	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", handler) //nolint:gosec // the handler is the command the user asked watch to run
+func runHandler(ctx context.Context, handler []string, input []byte, index uint64, env *Env) error {
+	cmd := exec.CommandContext(ctx, handler[0], handler[1:]...) //nolint:gosec // the handler is the command the user asked watch to run
 	cmd.Env = append(os.Environ(), "CONSUL_INDEX="+strconv.FormatUint(index, 10))
 	cmd.Stdin = bytes.NewReader(input)
 	cmd.Stdout = env.Stdout

@@ -2,11 +2,14 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -145,5 +148,36 @@ func TestWatchHandlerRunsOnEveryChange(t *testing.T) {
 	defer b.mu.Unlock()
 	if got := strings.Join(b.indexes, ","); !strings.HasPrefix(got, ",5,6,9") {
 		t.Fatalf("read indexes %q, want ,5,6,9", got)
+	}
+}
+
+func TestWatchHandlerArgv(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		args  []string
+		shell bool
+		env   map[string]string
+		want  []string
+	}{
+		{"no handler", nil, true, nil, nil},
+		{"shell joins the words", []string{"echo", "a", "b"}, true, nil, []string{"/bin/sh", "-c", "echo a b"}},
+		{"the user's shell", []string{"echo $X"}, true, map[string]string{"SHELL": "/bin/bash"}, []string{"/bin/bash", "-c", "echo $X"}},
+		{"no shell", []string{"/bin/echo", "a b"}, false, map[string]string{"SHELL": "/bin/bash"}, []string{"/bin/echo", "a b"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := &Env{Getenv: func(k string) string { return tc.env[k] }}
+			if got := handlerArgv(tc.args, tc.shell, env); !slices.Equal(got, tc.want) {
+				t.Fatalf("handlerArgv = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	// -shell=false runs the command itself: a shell would expand $HOME.
+	out := filepath.Join(t.TempDir(), "out")
+	input := []byte(`{"x":1}`)
+	if err := runHandler(context.Background(), []string{"/bin/sh", "-c", `cat > "$0"; printf ' %s' "$1" >> "$0"`, out, "$HOME"}, input, 7, &Env{Stdout: io.Discard, Stderr: io.Discard}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(out); string(got) != `{"x":1} $HOME` {
+		t.Fatalf("handler wrote %q", got)
 	}
 }

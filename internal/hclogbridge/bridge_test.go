@@ -1,4 +1,4 @@
-package server
+package hclogbridge
 
 import (
 	"bytes"
@@ -28,7 +28,7 @@ func TestHCLogBridgeFormatsAsHCLog(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer
-			l := newHCLogBridge(slog.New(slog.NewTextHandler(&buf, nil)), "raft")
+			l := New(slog.New(slog.NewTextHandler(&buf, nil)), "raft")
 			l.Info("msg", tc.args...)
 			if !strings.Contains(buf.String(), tc.want) {
 				t.Errorf("logged %q, want it to contain %q", buf.String(), tc.want)
@@ -37,7 +37,7 @@ func TestHCLogBridgeFormatsAsHCLog(t *testing.T) {
 	}
 	// Arguments given to With are rendered the same way.
 	var buf bytes.Buffer
-	newHCLogBridge(slog.New(slog.NewTextHandler(&buf, nil)), "raft").With("servers", hclog.Fmt("%d", 2)).Info("msg")
+	New(slog.New(slog.NewTextHandler(&buf, nil)), "raft").With("servers", hclog.Fmt("%d", 2)).Info("msg")
 	if !strings.Contains(buf.String(), "servers=2") {
 		t.Errorf("With: logged %q", buf.String())
 	}

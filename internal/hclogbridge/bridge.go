@@ -1,4 +1,7 @@
-package server
+// Package hclogbridge sends the output of HashiCorp libraries that log
+// through hclog (raft, consul/api's watch plans) to a log/slog logger, so
+// that the agent has one log stream with one level setting.
+package hclogbridge
 
 import (
 	"context"
@@ -11,8 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// hclogBridge sends hashicorp/raft's hclog output to our slog logger, so the
-// agent has one log stream with one level setting.
+// hclogBridge is an hclog.Logger writing to slog.
 type hclogBridge struct {
 	hclog.Logger // null logger: supplies the methods nothing here needs
 	slog         *slog.Logger
@@ -20,7 +22,9 @@ type hclogBridge struct {
 	args         []any
 }
 
-func newHCLogBridge(l *slog.Logger, name string) hclog.Logger {
+// New returns an hclog.Logger that logs to l with the attribute
+// subsystem=name; its level follows l's handler.
+func New(l *slog.Logger, name string) hclog.Logger {
 	return &hclogBridge{Logger: hclog.NewNullLogger(), slog: l.With("subsystem", name), name: name}
 }
 
