@@ -57,6 +57,7 @@ func build(s *source, dev bool, opts LoadOptions) (*RuntimeConfig, []string, err
 		RaftMultiplier:       *s.Performance.RaftMultiplier,
 		Locality:             buildLocality(s.Locality),
 		DisableUpdateCheck:   *s.DisableUpdateCheck,
+		PidFile:              deref(s.PidFile),
 		Limits: Limits{
 			KVMaxValueSize: *s.Limits.KVMaxValueSize,
 			TxnMaxReqLen:   *s.Limits.TxnMaxReqLen,

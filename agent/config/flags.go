@@ -46,7 +46,7 @@ func ignoredValueFlags() []string {
 		"advertise-wan", "check_output_max_size",
 		"default-query-time", "join-wan", "log-file",
 		"log-rotate-bytes", "log-rotate-duration", "log-rotate-max-files",
-		"max-query-time", "pid-file", "primary-gateway", "protocol", "raft-protocol",
+		"max-query-time", "primary-gateway", "protocol", "raft-protocol",
 		"retry-interval-wan", "retry-join-wan", "retry-max-wan", "segment",
 		"serf-wan-bind",
 		"ui-content-path", "ui-dir",
@@ -114,6 +114,7 @@ func newFlagSet(fv *flagValues, output io.Writer) *flag.FlagSet {
 	fs.Var(stringSlice{&fv.hcl}, "hcl", "An HCL config fragment, merged after the config files and flags. Can be specified multiple times.")
 	fs.Var(stringPtr{&s.LogLevel}, "log-level", "Log level of the agent: trace, debug, info, warn or error.")
 	fs.Var(boolPtr{&s.LogJSON}, "log-json", "Output logs in JSON format.")
+	fs.Var(stringPtr{&s.PidFile}, "pid-file", "Path to file to store agent PID.")
 
 	for _, name := range ignoredBoolFlags() {
 		fs.Var(ignoredFlag{name: name, isBool: true, seen: &fv.ignored}, name, "Consul flag accepted for compatibility; not implemented by Trellis.")

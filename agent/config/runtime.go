@@ -106,6 +106,10 @@ type RuntimeConfig struct {
 	// updates, so it changes nothing but is reported in /v1/agent/self.
 	DisableUpdateCheck bool
 
+	// PidFile, when set, is where the agent command writes its process ID
+	// at start; it removes the file when it exits.
+	PidFile string
+
 	// Services are the service definitions of the config sources (their
 	// service and services keys), and Checks their check definitions, in
 	// the order read. The agent registers them at start and again on each

@@ -196,6 +196,9 @@ func consulKeys() *keyNode {
 		"check":    honoured(),
 		"checks":   honoured(),
 
+		// The agent command's process ID file.
+		"pid_file": honoured(),
+
 		// Logging.
 		"log_level":            honoured(),
 		"log_json":             honoured(),
@@ -286,7 +289,7 @@ func consulKeys() *keyNode {
 		"discard_check_output", "discovery_max_stale",
 		"enable_agent_tls_for_checks", "enable_central_service_config", "enable_debug",
 		"enable_script_checks", "enable_local_script_checks",
-		"gossip_lan", "gossip_wan", "license_path", "pid_file",
+		"gossip_lan", "gossip_wan", "license_path",
 		"primary_datacenter", "primary_gateways", "primary_gateways_interval",
 		"protocol", "raft_protocol", "raft_snapshot_threshold", "raft_snapshot_interval",
 		"raft_trailing_logs", "reconnect_timeout_wan", "rejoin_after_leave", "auto_reload_config",

@@ -71,6 +71,7 @@ type source struct {
 	LogLevel           *string `json:"log_level"`
 	LogJSON            *bool   `json:"log_json"`
 	DisableUpdateCheck *bool   `json:"disable_update_check"`
+	PidFile            *string `json:"pid_file"`
 }
 
 type addressesSource struct {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -86,6 +87,17 @@ func (c agentCommand) run(args []string, env *Env) int {
 	if env.NewAgent == nil {
 		logger.Error("this binary was built without the agent")
 		return 1
+	}
+	if rc.PidFile != "" {
+		if err := writePidFile(rc.PidFile); err != nil {
+			logger.Error("cannot write the PID file", "error", err)
+			return 1
+		}
+		defer func() {
+			if err := os.Remove(rc.PidFile); err != nil && !errors.Is(err, os.ErrNotExist) {
+				logger.Warn("cannot remove the PID file", "error", err)
+			}
+		}()
 	}
 
 	// Subscribe before starting so that a signal during start-up is seen.
@@ -293,4 +305,14 @@ func newLeveledLogger(w io.Writer, l config.Logging) (*slog.Logger, *slog.LevelV
 		return slog.New(slog.NewJSONHandler(w, opts)), level
 	}
 	return slog.New(slog.NewTextHandler(w, opts)), level
+}
+
+// writePidFile writes the process ID to path (pid_file, -pid-file),
+// replacing what it held, as Consul's agent does.
+func writePidFile(path string) error {
+	//nolint:gosec // a PID file is read by other tools (init scripts, monitors): world-readable as Consul's
+	if err := os.WriteFile(path, []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
+		return fmt.Errorf("pid_file %s: %w", path, err)
+	}
+	return nil
 }

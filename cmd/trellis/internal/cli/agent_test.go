@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -458,4 +459,50 @@ func TestReloadRereadsFiles(t *testing.T) {
 	if got != nil || level.Level() != slog.LevelDebug {
 		t.Fatalf("a failed reload applied %+v, level %v", got, level.Level())
 	}
+}
+
+// TestAgentPidFile: -pid-file and pid_file hold the process ID while the
+// agent runs and are removed when it exits; a PID file that cannot be
+// written stops the start, naming the key.
+func TestAgentPidFile(t *testing.T) {
+	fast := agentCommand{leaveTimeout: time.Second, shutdownDeadline: 2 * time.Second}
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "pid.json")
+	fromFile := filepath.Join(dir, "from-config.pid")
+	if err := os.WriteFile(cfgFile, []byte(`{"pid_file": "`+fromFile+`"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		path string
+	}{
+		{"flag", devArgs(t, "-pid-file", filepath.Join(dir, "flag.pid")), filepath.Join(dir, "flag.pid")},
+		{"config key", devArgs(t, "-config-file", cfgFile), fromFile},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := startAgentCmd(t, fast, tc.args, &fakeRunner{})
+			r.waitRunning(t)
+			if got, err := os.ReadFile(tc.path); err != nil || string(got) != strconv.Itoa(os.Getpid()) {
+				t.Fatalf("PID file holds %q (%v), want %d", got, err, os.Getpid())
+			}
+			r.sigs <- syscall.SIGTERM
+			if code := r.wait(t, 5*time.Second); code != 0 {
+				t.Fatalf("exit code %d; stderr:\n%s", code, r.stderr)
+			}
+			if _, err := os.Stat(tc.path); !errors.Is(err, os.ErrNotExist) {
+				t.Fatalf("PID file left behind after exit: %v", err)
+			}
+		})
+	}
+	t.Run("unwritable", func(t *testing.T) {
+		runner := &fakeRunner{}
+		r := startAgentCmd(t, fast, devArgs(t, "-pid-file", filepath.Join(dir, "missing", "x.pid")), runner)
+		if code := r.wait(t, 5*time.Second); code != 1 {
+			t.Fatalf("exit code %d", code)
+		}
+		if len(runner.Calls()) != 0 || !strings.Contains(r.stderr.String(), "pid_file") {
+			t.Fatalf("calls %v, stderr:\n%s", runner.Calls(), r.stderr)
+		}
+	})
 }
