@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/trellis-mesh/trellis/agent/httpapi"
 	"github.com/trellis-mesh/trellis/agent/leafcert"
@@ -34,9 +35,18 @@ func (a *Agent) startConnect() (*leafcert.Manager, error) {
 func (a *Agent) connectHTTPConfig(leaf *leafcert.Manager) (httpapi.LeafCerts, httpapi.ConnectAuthorizer) {
 	var lc httpapi.LeafCerts
 	if leaf != nil {
-		lc = leaf
+		lc = httpLeafCerts{leaf}
 	}
 	return lc, intentionAuthorizer{rpc: a, dc: a.rc.Datacenter}
+}
+
+// httpLeafCerts gives the HTTP API the leaf manager's answers with its
+// cache metadata in the API's own type.
+type httpLeafCerts struct{ m *leafcert.Manager }
+
+func (h httpLeafCerts) GetWithMeta(ctx context.Context, service string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, httpapi.LeafMeta, error) {
+	cert, meta, err := h.m.GetWithMeta(ctx, service, minIndex, wait)
+	return cert, httpapi.LeafMeta{Hit: meta.Hit, Age: meta.Age}, err
 }
 
 // intentionAuthorizer answers /v1/agent/connect/authorize from the

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto"
 	"crypto/x509"
 	"encoding/pem"
@@ -16,6 +17,7 @@ import (
 	"github.com/trellis-mesh/trellis/agent/leafcert"
 	"github.com/trellis-mesh/trellis/connect"
 	"github.com/trellis-mesh/trellis/connect/ca"
+	"github.com/trellis-mesh/trellis/structs"
 )
 
 // End to end: the official Consul client against the HTTP API of a real
@@ -31,7 +33,7 @@ func connectHTTP(t testing.TB, s *Server) (*api.Client, *leafcert.Manager) {
 		t.Fatal(err)
 	}
 	m.Start()
-	h, err := httpapi.New(httpapi.Config{RPC: s, NodeName: s.cfg.NodeName, Datacenter: "dc1", LeafCerts: m})
+	h, err := httpapi.New(httpapi.Config{RPC: s, NodeName: s.cfg.NodeName, Datacenter: "dc1", LeafCerts: httpLeaves{m}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,6 +47,14 @@ func connectHTTP(t testing.TB, s *Server) (*api.Client, *leafcert.Manager) {
 		t.Fatal(err)
 	}
 	return c, m
+}
+
+// httpLeaves serves the HTTP API from the leaf manager, as the agent does.
+type httpLeaves struct{ m *leafcert.Manager }
+
+func (h httpLeaves) GetWithMeta(ctx context.Context, service string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, httpapi.LeafMeta, error) {
+	cert, meta, err := h.m.GetWithMeta(ctx, service, minIndex, wait)
+	return cert, httpapi.LeafMeta{Hit: meta.Hit, Age: meta.Age}, err
 }
 
 // verifyLeaf checks an issued leaf as a TLS peer trusting roots would, with

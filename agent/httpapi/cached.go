@@ -42,14 +42,19 @@ func cachedCall[A any, R any, PA interface {
 	if err != nil {
 		return err
 	}
-	if res.Hit {
-		w.Header().Set("X-Cache", "HIT")
-		// Consul sends Age (whole seconds) with a hit only.
-		w.Header().Set("Age", strconv.FormatInt(int64(res.Age/time.Second), 10))
-	} else {
-		w.Header().Set("X-Cache", "MISS")
-	}
+	setCacheHeaders(w, res.Hit, res.Age)
 	return nil
+}
+
+// setCacheHeaders says how an agent-cached answer was served, as Consul
+// does: X-Cache HIT or MISS, and with a hit only, Age in whole seconds.
+func setCacheHeaders(w http.ResponseWriter, hit bool, age time.Duration) {
+	if !hit {
+		w.Header().Set("X-Cache", "MISS")
+		return
+	}
+	w.Header().Set("X-Cache", "HIT")
+	w.Header().Set("Age", strconv.FormatInt(int64(age/time.Second), 10))
 }
 
 // parseCacheControl reads the directives Consul honours on a ?cached read:

@@ -17,10 +17,19 @@ import (
 // the servers) and the agent-local /v1/agent/connect/ca/{roots,leaf/<svc>}
 // and /v1/agent/connect/authorize.
 
-// LeafCerts serves this agent's leaf certificates: agent/leafcert.Manager
-// implements it. Get blocks while minIndex is not passed (see the manager).
+// LeafCerts serves this agent's leaf certificates (agent/leafcert's
+// Manager, through the agent). GetWithMeta blocks while minIndex is not
+// passed (see the manager) and says whether the answer was already held.
 type LeafCerts interface {
-	Get(ctx context.Context, service string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, error)
+	GetWithMeta(ctx context.Context, service string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, LeafMeta, error)
+}
+
+// LeafMeta is how a leaf was answered, for the X-Cache and Age headers
+// Consul's agent sends with every leaf: Hit when the agent held it
+// already, and then Age, how long it has.
+type LeafMeta struct {
+	Hit bool
+	Age time.Duration
 }
 
 // ConnectAuthorizer decides whether a client identity may connect to a
@@ -144,11 +153,12 @@ func (s *Server) agentConnectCALeaf(w http.ResponseWriter, r *http.Request) (any
 	if s.leafCerts == nil {
 		return nil, errLeafUnavailable
 	}
-	cert, err := s.leafCerts.Get(r.Context(), service, q.MinQueryIndex, q.MaxQueryTime)
+	cert, meta, err := s.leafCerts.GetWithMeta(r.Context(), service, q.MinQueryIndex, q.MaxQueryTime)
 	if err != nil {
 		return nil, err
 	}
 	w.Header().Set("X-Consul-Index", strconv.FormatUint(max(cert.ModifyIndex, 1), 10))
+	setCacheHeaders(w, meta.Hit, meta.Age)
 	return cert, nil
 }
 

@@ -22,13 +22,14 @@ type fakeLeafCerts struct {
 	service  string
 	minIndex uint64
 	wait     time.Duration
+	meta     LeafMeta
 }
 
-func (f *fakeLeafCerts) Get(_ context.Context, service string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, error) {
+func (f *fakeLeafCerts) GetWithMeta(_ context.Context, service string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, LeafMeta, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.service, f.minIndex, f.wait = service, minIndex, wait
-	return f.cert, f.err
+	return f.cert, f.meta, f.err
 }
 
 // denyAuthorizer refuses everything, naming the client.
@@ -173,12 +174,20 @@ func TestAgentConnectCALeafEndpoint(t *testing.T) {
 			wantBody: `{"SerialNumber":"0a","CertPEM":"CERT","PrivateKeyPEM":"KEY","Service":"web",
 				"ServiceURI":"spiffe://cid.consul/ns/default/dc/dc1/svc/web","ValidAfter":"2026-01-02T03:04:05Z",
 				"ValidBefore":"2026-01-02T04:04:05Z","CreateIndex":12,"ModifyIndex":12}`,
-			wantHeaders: map[string]string{"X-Consul-Index": "12", "Content-Type": "application/json"},
-			check: func(t *testing.T, _ *httptest.ResponseRecorder, _ []rpcCall) {
+			wantHeaders: map[string]string{"X-Consul-Index": "12", "Content-Type": "application/json", "X-Cache": "MISS"},
+			check: func(t *testing.T, w *httptest.ResponseRecorder, _ []rpcCall) {
 				if leaf.service != "web" || leaf.minIndex != 11 || leaf.wait != 2*time.Second {
 					t.Errorf("manager asked for %q %d %s", leaf.service, leaf.minIndex, leaf.wait)
 				}
+				if age := w.Header().Values("Age"); len(age) != 0 {
+					t.Errorf("a miss has Age %q", age)
+				}
 			},
+		},
+		{
+			name: "a held leaf is a hit with its age", path: "/v1/agent/connect/ca/leaf/web",
+			setup:    with(&fakeLeafCerts{cert: cert, meta: LeafMeta{Hit: true, Age: 90*time.Second + 700*time.Millisecond}}),
+			wantCode: 200, skipBody: true, wantHeaders: map[string]string{"X-Cache": "HIT", "Age": "90"},
 		},
 		{
 			name: "rate limited is 429", path: "/v1/agent/connect/ca/leaf/web", setup: with(&fakeLeafCerts{err: structs.ErrRateLimited}),

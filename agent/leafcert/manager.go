@@ -126,6 +126,9 @@ type entry struct {
 	signer string
 	// err is the last fetch failure, cleared by a success.
 	err error
+	// fetched is when cert was signed for this agent: the Age of an
+	// answer that did not wait for it.
+	fetched time.Time
 	// changed is closed and replaced whenever cert or err changes.
 	changed  chan struct{}
 	lastUsed time.Time
@@ -200,8 +203,22 @@ func (m *Manager) Stop() {
 // the current one. The first request for a service waits for the first
 // certificate. The returned value is the caller's copy.
 func (m *Manager) Get(ctx context.Context, service string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, error) {
+	cert, _, err := m.GetWithMeta(ctx, service, minIndex, wait)
+	return cert, err
+}
+
+// CacheMeta says how the manager answered, as Consul's agent cache says
+// it in X-Cache and Age: Hit when it held a certificate that answered the
+// request without waiting, and then Age, how long it has held it.
+type CacheMeta struct {
+	Hit bool
+	Age time.Duration
+}
+
+// GetWithMeta is Get, also saying whether the answer was already held.
+func (m *Manager) GetWithMeta(ctx context.Context, service string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, CacheMeta, error) {
 	if service == "" {
-		return nil, ErrMissingService
+		return nil, CacheMeta{}, ErrMissingService
 	}
 	if wait <= 0 {
 		wait = defaultQueryWait
@@ -210,25 +227,28 @@ func (m *Manager) Get(ctx context.Context, service string, minIndex uint64, wait
 	start := m.cfg.Now()
 	blockUntil := start.Add(wait + rand.N(wait/16+1)) //nolint:gosec // jitter to spread timers, not a secret
 	firstUntil := start.Add(max(m.cfg.FirstFetchTimeout, time.Millisecond))
-	for {
+	for waited := false; ; waited = true {
 		e, err := m.entry(service)
 		if err != nil {
-			return nil, err
+			return nil, CacheMeta{}, err
 		}
 		m.mu.Lock()
-		cert, ferr, ch, removed := e.cert, e.err, e.changed, e.removed
+		cert, ferr, ch, removed, fetched := e.cert, e.err, e.changed, e.removed, e.fetched
 		m.mu.Unlock()
 		if removed {
 			continue
 		}
 		if cert != nil && (minIndex == 0 || cert.ModifyIndex > minIndex) {
 			c := *cert
-			return &c, nil
+			if waited {
+				return &c, CacheMeta{}, nil
+			}
+			return &c, CacheMeta{Hit: true, Age: max(m.cfg.Now().Sub(fetched), 0)}, nil
 		}
 		until := blockUntil
 		if cert == nil {
 			if ferr != nil && !waitable(ferr) {
-				return nil, ferr
+				return nil, CacheMeta{}, ferr
 			}
 			until = firstUntil
 		}
@@ -236,21 +256,23 @@ func (m *Manager) Get(ctx context.Context, service string, minIndex uint64, wait
 		select {
 		case <-ctx.Done():
 			timer.Stop()
-			return nil, ctx.Err()
+			return nil, CacheMeta{}, ctx.Err()
 		case <-m.ctx.Done():
 			timer.Stop()
-			return nil, ErrStopped
+			return nil, CacheMeta{}, ErrStopped
 		case <-ch:
 			timer.Stop()
 		case <-timer.C:
 			if cert != nil {
+				// The wait ran out: the held certificate, which did not
+				// answer the request when it came, so not a hit.
 				c := *cert
-				return &c, nil
+				return &c, CacheMeta{}, nil
 			}
 			if ferr != nil {
-				return nil, fmt.Errorf("%w: %w", ErrTimeout, ferr)
+				return nil, CacheMeta{}, fmt.Errorf("%w: %w", ErrTimeout, ferr)
 			}
-			return nil, ErrTimeout
+			return nil, CacheMeta{}, ErrTimeout
 		}
 	}
 }
@@ -374,7 +396,7 @@ func (m *Manager) fetch(e *entry) error {
 	if e.cert != nil && reply.ModifyIndex <= e.cert.ModifyIndex {
 		reply.ModifyIndex = e.cert.ModifyIndex + 1
 	}
-	e.cert, e.err = &reply, nil
+	e.cert, e.err, e.fetched = &reply, nil, m.cfg.Now()
 	e.signer = connect.HexString(leaf.AuthorityKeyId)
 	close(e.changed)
 	e.changed = make(chan struct{})

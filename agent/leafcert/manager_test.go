@@ -3,6 +3,7 @@ package leafcert
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -284,5 +285,52 @@ func TestStopAndConfig(t *testing.T) {
 		if _, err := New(bad); err == nil {
 			t.Fatalf("config %+v accepted", bad)
 		}
+	}
+}
+
+// TestGetWithMetaSaysHitAndAge: the first request waits for the signing
+// (a miss); later ones are answered from what the manager holds (hits,
+// aged from the signing); a blocking request woken by a new leaf is a
+// miss again, as Consul's agent cache reports them.
+func TestGetWithMetaSaysHitAndAge(t *testing.T) {
+	f := newFakeCA(t, true)
+	var mu sync.Mutex
+	now := time.Now()
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return now
+	}
+	advance := func(d time.Duration) {
+		mu.Lock()
+		now = now.Add(d)
+		mu.Unlock()
+	}
+	m := newManager(t, f, func(c *Config) { c.Now = clock })
+	ctx := context.Background()
+	first, meta, err := m.GetWithMeta(ctx, "web", 0, 0)
+	if err != nil || meta.Hit {
+		t.Fatalf("first GetWithMeta: hit=%v err=%v, want a miss", meta.Hit, err)
+	}
+	advance(42 * time.Second)
+	again, meta, err := m.GetWithMeta(ctx, "web", 0, 0)
+	if err != nil || !meta.Hit || meta.Age != 42*time.Second || again.SerialNumber != first.SerialNumber {
+		t.Fatalf("second GetWithMeta: %+v err=%v serial %s, want a hit aged 42s of %s", meta, err, again.SerialNumber, first.SerialNumber)
+	}
+	if _, meta, err = m.GetWithMeta(ctx, "web", first.ModifyIndex-1, time.Second); err != nil || !meta.Hit {
+		t.Fatalf("GetWithMeta below the held index: %+v err=%v, want a hit", meta, err)
+	}
+	done := make(chan CacheMeta, 1)
+	go func() {
+		_, meta, err := m.GetWithMeta(ctx, "web", first.ModifyIndex, 10*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		done <- meta
+	}()
+	time.Sleep(100 * time.Millisecond)
+	f.rotate("ec", 384)
+	if meta := <-done; meta.Hit {
+		t.Fatalf("a blocking GetWithMeta woken by a new leaf reported %+v, want a miss", meta)
 	}
 }
