@@ -22,7 +22,8 @@ Usage: trellis watch -type <type> [options] [handler ...]
 
   Watches for changes in a view of the data: -type key (-key), keyprefix
   (-prefix), services, nodes, service (-service, -tag, -passingonly),
-  checks (-service or -state) or event (-name). With a handler, each change
+  checks (-service or -state), event (-name), connect_roots or connect_leaf
+  (-service). With a handler, each change
   runs it with the view as JSON on its standard input (Consul's watch
   format) and CONSUL_INDEX in its environment, until interrupted: through
   the shell ($SHELL, or /bin/sh) with -shell (the default), or as the
@@ -62,11 +63,11 @@ func runWatch(args []string, env *Env) int {
 	var hf httpFlags
 	var p watchParams
 	fs := newFlagSet("watch", watchHelp, env.Stderr)
-	fs.StringVar(&p.typ, "type", "", "Specifies the watch type: key, keyprefix, services, nodes, service, checks or event.")
+	fs.StringVar(&p.typ, "type", "", "Specifies the watch type: key, keyprefix, services, nodes, service, checks, event, connect_roots or connect_leaf.")
 	fs.StringVar(&p.name, "name", "", "Specifies an event name to watch (-type event).")
 	fs.StringVar(&p.key, "key", "", "Specifies the key to watch (-type key).")
 	fs.StringVar(&p.prefix, "prefix", "", "Specifies the key prefix to watch (-type keyprefix).")
-	fs.StringVar(&p.service, "service", "", "Specifies the service to watch (-type service, optionally -type checks).")
+	fs.StringVar(&p.service, "service", "", "Specifies the service to watch (-type service and connect_leaf, optionally -type checks).")
 	fs.Var(&p.tags, "tag", "Specifies a service tag to filter on (-type service); may be given more than once.")
 	fs.StringVar(&p.state, "state", "", "Specifies the check state to filter on (-type checks).")
 	fs.BoolVar(&p.passingOnly, "passingonly", false, "Specifies if only hosts passing all checks are displayed (-type service).")
@@ -165,6 +166,13 @@ func newWatcher(c *apiClient, p watchParams) (watcher, error) {
 			p.state = "any"
 		}
 		return &queryWatch{c: c, path: "/v1/health/state/" + p.state}, nil
+	case "connect_roots":
+		return &queryWatch{c: c, path: "/v1/agent/connect/ca/roots"}, nil
+	case "connect_leaf":
+		if p.service == "" {
+			return nil, errors.New("Failed to parse watch: Must specify a single service to watch")
+		}
+		return &queryWatch{c: c, path: "/v1/agent/connect/ca/leaf/" + p.service}, nil
 	}
 	return nil, fmt.Errorf("Failed to parse watch: Unsupported watch type: %s", p.typ)
 }
