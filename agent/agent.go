@@ -193,6 +193,7 @@ func (a *Agent) startServer() error {
 		Datacenter:             rc.Datacenter,
 		DataDir:                rc.DataDir,
 		InMemory:               rc.DevMode,
+		DevTiming:              rc.DevMode,
 		Listener:               ln,
 		Advertise:              adv,
 		Bootstrap:              rc.Bootstrap || rc.DevMode,

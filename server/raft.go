@@ -71,6 +71,11 @@ func (s *Server) raftConfig() *raft.Config {
 	c.HeartbeatTimeout = 1000 * time.Millisecond * m
 	c.ElectionTimeout = 1000 * time.Millisecond * m
 	c.LeaderLeaseTimeout = 500 * time.Millisecond * m
+	if s.cfg.DevTiming {
+		c.HeartbeatTimeout = 50 * time.Millisecond
+		c.ElectionTimeout = 50 * time.Millisecond
+		c.LeaderLeaseTimeout = 25 * time.Millisecond
+	}
 	// The leader pulls every pending apply (up to MaxAppendEntries) into
 	// one AppendEntries and one fsync, so concurrent writers share disk
 	// flushes. BatchApplyCh stays off: with a buffered apply channel a

@@ -42,6 +42,10 @@ type Config struct {
 	// DataDir holds raft/raft.db and raft/snapshots; ignored when InMemory.
 	DataDir  string
 	InMemory bool
+	// DevTiming shortens Raft's timeouts to tens of milliseconds, as
+	// Consul's -dev does: a single in-memory server elects itself at once.
+	// Never for servers that talk to others over a real network.
+	DevTiming bool
 	// Listener is the bound server port; the server owns it from here on.
 	Listener net.Listener
 	// Advertise is the address other servers reach this one at.
