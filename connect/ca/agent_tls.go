@@ -148,4 +148,3 @@ func randomSerial() (*big.Int, error) {
 	}
 	return n, nil
 }
-
