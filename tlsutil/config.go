@@ -12,6 +12,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/trellis-mesh/trellis/agent/config"
 )
 
 // Sentinel errors of the package.
@@ -26,41 +28,13 @@ var (
 	ErrInvalidConfig = errors.New("invalid TLS configuration")
 )
 
-// Keys are the config keys a ProtocolConfig's values came from, so that an
-// error names what the operator wrote ("tls.https.cert_file", or the
-// deprecated top-level "cert_file"). Empty entries default to
-// "tls.<protocol>.<key>".
-type Keys struct {
-	CAFile, CAPath, CertFile, KeyFile                    string
-	VerifyIncoming, VerifyOutgoing, VerifyServerHostname string
-	TLSMinVersion, TLSCipherSuites                       string
-}
+// ProtocolConfig is one protocol's settings, as agent/config resolves
+// them (tls.defaults under tls.internal_rpc, tls.https or tls.grpc, and the
+// deprecated top-level keys, as Consul merges them).
+type ProtocolConfig = config.TLSProtocol
 
-// ProtocolConfig is one protocol's settings (tls.defaults merged under
-// tls.internal_rpc, tls.https or tls.grpc, as Consul merges them).
-type ProtocolConfig struct {
-	CAFile   string
-	CAPath   string
-	CertFile string
-	KeyFile  string
-	// VerifyIncoming requires and verifies a client certificate signed by
-	// the CA.
-	VerifyIncoming bool
-	// VerifyOutgoing makes this agent's connections of the protocol TLS,
-	// verifying the peer's certificate against the CA (internal RPC only).
-	VerifyOutgoing bool
-	// VerifyServerHostname additionally requires the server's certificate
-	// to be valid for server.<datacenter>.<domain> (internal RPC only); it
-	// implies VerifyOutgoing, as in Consul.
-	VerifyServerHostname bool
-	// TLSMinVersion is Consul's name: "TLSv1_0" .. "TLSv1_3" (or the
-	// deprecated "tls10" .. "tls13"); empty means TLSv1_2.
-	TLSMinVersion string
-	// TLSCipherSuites are Go/IANA cipher suite names (TLS 1.2 and below).
-	TLSCipherSuites []string
-	// Keys name the settings in errors.
-	Keys Keys
-}
+// Keys name the config keys a ProtocolConfig's values came from.
+type Keys = config.TLSKeys
 
 // Config is the TLS configuration of one agent.
 type Config struct {
@@ -87,7 +61,7 @@ func versions() map[string]uint16 {
 }
 
 // key returns the name of a setting for messages.
-func (p *ProtocolConfig) key(proto, explicit, name string) string {
+func keyName(proto, explicit, name string) string {
 	if explicit != "" {
 		return explicit
 	}
@@ -95,25 +69,25 @@ func (p *ProtocolConfig) key(proto, explicit, name string) string {
 }
 
 // parseVersion resolves tls_min_version.
-func (p *ProtocolConfig) parseVersion(proto string) (uint16, error) {
+func parseVersion(p *ProtocolConfig, proto string) (uint16, error) {
 	if p.TLSMinVersion == "" {
 		return tls.VersionTLS12, nil
 	}
 	v, ok := versions()[strings.ToLower(p.TLSMinVersion)]
 	if !ok {
 		return 0, fmt.Errorf("%w: %s: unknown TLS version %q (use TLSv1_0, TLSv1_1, TLSv1_2 or TLSv1_3)",
-			ErrInvalidConfig, p.key(proto, p.Keys.TLSMinVersion, "tls_min_version"), p.TLSMinVersion)
+			ErrInvalidConfig, keyName(proto, p.Keys.TLSMinVersion, "tls_min_version"), p.TLSMinVersion)
 	}
 	return v, nil
 }
 
 // parseSuites resolves tls_cipher_suites against Go's suites; Consul
 // refuses them with TLS 1.3, whose suites are not configurable.
-func (p *ProtocolConfig) parseSuites(proto string, minVersion uint16) ([]uint16, error) {
+func parseSuites(p *ProtocolConfig, proto string, minVersion uint16) ([]uint16, error) {
 	if len(p.TLSCipherSuites) == 0 {
 		return nil, nil
 	}
-	k := p.key(proto, p.Keys.TLSCipherSuites, "tls_cipher_suites")
+	k := keyName(proto, p.Keys.TLSCipherSuites, "tls_cipher_suites")
 	if minVersion == tls.VersionTLS13 {
 		return nil, fmt.Errorf("%w: %s cannot be set with tls_min_version TLSv1_3: TLS 1.3 cipher suites are not configurable", ErrInvalidConfig, k)
 	}
@@ -130,4 +104,15 @@ func (p *ProtocolConfig) parseSuites(proto string, minVersion uint16) ([]uint16,
 		out = append(out, id)
 	}
 	return out, nil
+}
+
+// FromRuntime is the TLS configuration of the agent rc describes.
+func FromRuntime(rc *config.RuntimeConfig) Config {
+	return Config{
+		InternalRPC: rc.TLS.InternalRPC,
+		HTTPS:       rc.TLS.HTTPS,
+		GRPC:        rc.TLS.GRPC,
+		ServerName:  rc.TLS.ServerName,
+		ServerMode:  rc.ServerMode,
+	}
 }

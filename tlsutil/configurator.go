@@ -65,16 +65,16 @@ func checkRPC(m *material, cfg Config) error {
 	if !cfg.ServerMode {
 		return nil
 	}
-	certKey := p.key("internal_rpc", p.Keys.CertFile, "cert_file")
+	certKey := keyName("internal_rpc", p.Keys.CertFile, "cert_file")
 	if m.cert == nil && (p.VerifyIncoming || p.VerifyOutgoing) {
 		return fmt.Errorf("%w: a server with %s set needs %s and %s",
-			ErrInvalidConfig, verifyKeys(p), certKey, p.key("internal_rpc", p.Keys.KeyFile, "key_file"))
+			ErrInvalidConfig, verifyKeys(p), certKey, keyName("internal_rpc", p.Keys.KeyFile, "key_file"))
 	}
 	if m.cert != nil && p.VerifyServerHostname && cfg.ServerName != "" {
 		if err := m.cert.Leaf.VerifyHostname(cfg.ServerName); err != nil {
 			return fmt.Errorf("%w: %s %s is not valid for %s, the name clients check with %s: %w",
 				ErrInvalidMaterial, certKey, p.CertFile, cfg.ServerName,
-				p.key("internal_rpc", p.Keys.VerifyServerHostname, "verify_server_hostname"), err)
+				keyName("internal_rpc", p.Keys.VerifyServerHostname, "verify_server_hostname"), err)
 		}
 	}
 	return nil
@@ -83,11 +83,11 @@ func checkRPC(m *material, cfg Config) error {
 func verifyKeys(p ProtocolConfig) string {
 	switch {
 	case p.VerifyIncoming && p.VerifyOutgoing:
-		return p.key("internal_rpc", p.Keys.VerifyIncoming, "verify_incoming") + " and " + p.key("internal_rpc", p.Keys.VerifyOutgoing, "verify_outgoing")
+		return keyName("internal_rpc", p.Keys.VerifyIncoming, "verify_incoming") + " and " + keyName("internal_rpc", p.Keys.VerifyOutgoing, "verify_outgoing")
 	case p.VerifyIncoming:
-		return p.key("internal_rpc", p.Keys.VerifyIncoming, "verify_incoming")
+		return keyName("internal_rpc", p.Keys.VerifyIncoming, "verify_incoming")
 	}
-	return p.key("internal_rpc", p.Keys.VerifyOutgoing, "verify_outgoing")
+	return keyName("internal_rpc", p.Keys.VerifyOutgoing, "verify_outgoing")
 }
 
 func (c *Configurator) current(pick func(*Configurator) *material) *material {

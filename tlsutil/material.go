@@ -29,14 +29,14 @@ func load(proto string, p ProtocolConfig, now time.Time) (*material, error) {
 	}
 	m := &material{cfg: p}
 	var err error
-	if m.minVersion, err = p.parseVersion(proto); err != nil {
+	if m.minVersion, err = parseVersion(&p, proto); err != nil {
 		return nil, err
 	}
-	if m.suites, err = p.parseSuites(proto, m.minVersion); err != nil {
+	if m.suites, err = parseSuites(&p, proto, m.minVersion); err != nil {
 		return nil, err
 	}
-	certKey := p.key(proto, p.Keys.CertFile, "cert_file")
-	keyKey := p.key(proto, p.Keys.KeyFile, "key_file")
+	certKey := keyName(proto, p.Keys.CertFile, "cert_file")
+	keyKey := keyName(proto, p.Keys.KeyFile, "key_file")
 	switch {
 	case p.CertFile != "" && p.KeyFile == "":
 		return nil, fmt.Errorf("%w: %s is set but %s is not", ErrInvalidConfig, certKey, keyKey)
@@ -47,7 +47,7 @@ func load(proto string, p ProtocolConfig, now time.Time) (*material, error) {
 			return nil, err
 		}
 	}
-	if m.pool, err = loadCAs(p.key(proto, p.Keys.CAFile, "ca_file"), p.CAFile, p.key(proto, p.Keys.CAPath, "ca_path"), p.CAPath); err != nil {
+	if m.pool, err = loadCAs(keyName(proto, p.Keys.CAFile, "ca_file"), p.CAFile, keyName(proto, p.Keys.CAPath, "ca_path"), p.CAPath); err != nil {
 		return nil, err
 	}
 	if m.pool == nil {
@@ -61,7 +61,7 @@ func load(proto string, p ProtocolConfig, now time.Time) (*material, error) {
 		} {
 			if v.on {
 				return nil, fmt.Errorf("%w: %s is set but neither %s nor %s names a CA to verify with",
-					ErrInvalidConfig, p.key(proto, v.key, v.name), p.key(proto, p.Keys.CAFile, "ca_file"), p.key(proto, p.Keys.CAPath, "ca_path"))
+					ErrInvalidConfig, keyName(proto, v.key, v.name), keyName(proto, p.Keys.CAFile, "ca_file"), keyName(proto, p.Keys.CAPath, "ca_path"))
 			}
 		}
 	}
