@@ -198,13 +198,17 @@ func sortedKeys(m map[string]bool) []string {
 // of its config files replace those of the previous one. Other settings
 // keep the values the agent started with (the log level is the caller's:
 // it owns the logger). An error from a definition that cannot be decoded
-// leaves everything as it was.
+// leaves everything as it was. The TLS certificates and CAs are read
+// again (tls.go); connections already established keep theirs.
 func (a *Agent) ReloadConfig(rc *config.RuntimeConfig) error {
 	if a.local == nil {
 		return errors.New("agent: reload before start")
 	}
 	defs, err := decodeConfigDefinitions(rc)
 	if err != nil {
+		return err
+	}
+	if err := a.reloadTLS(rc); err != nil {
 		return err
 	}
 	return a.local.applyConfig(defs)
