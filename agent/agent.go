@@ -6,6 +6,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -31,6 +32,7 @@ import (
 	"github.com/trellis-mesh/trellis/server"
 	"github.com/trellis-mesh/trellis/structs"
 	"github.com/trellis-mesh/trellis/telemetry"
+	"github.com/trellis-mesh/trellis/tlsutil"
 	"github.com/trellis-mesh/trellis/version"
 )
 
@@ -56,6 +58,9 @@ type Agent struct {
 	// subscribers; closed first on shutdown so that streams end.
 	logs   *logmonitor.Hub
 	reload func() error
+
+	// tls builds every listener's and dialer's TLS configuration (tls.go).
+	tls *tlsutil.Configurator
 
 	server *server.Server
 	// router and pool send a client agent's RPCs to the servers.
@@ -124,12 +129,17 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	if err := telemetry.InstallSink(a.metrics); err != nil {
 		return err
 	}
+	// Before anything binds: bad TLS material is a start-up error naming
+	// the key and the file.
+	if a.tls, err = newTLS(rc); err != nil {
+		return err
+	}
 	if rc.ServerMode {
 		if err := a.startServer(); err != nil {
 			return err
 		}
 	} else {
-		a.pool = server.NewConnPool()
+		a.pool = server.NewConnPool(server.ConnPoolConfig{TLS: a.tls})
 		a.router = router.New(router.Config{
 			Logger:     a.logger.With("component", "router"),
 			Datacenter: rc.Datacenter,
@@ -171,7 +181,7 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	a.startCoordinates()
 	a.gossip.RetryJoin(rc.RetryJoin, rc.Ports.SerfLAN, rc.RetryInterval, rc.RetryMax)
 	a.logger.Info("agent started", "node", rc.NodeName, "datacenter", rc.Datacenter,
-		"server", rc.ServerMode, "http", rc.HTTPListenAddrs(), "dns", rc.DNSListenAddrs(), "version", version.Version)
+		"server", rc.ServerMode, "http", rc.HTTPListenAddrs(), "https", rc.HTTPSListenAddrs(), "dns", rc.DNSListenAddrs(), "version", version.Version)
 	return nil
 }
 
@@ -196,6 +206,7 @@ func (a *Agent) startServer() error {
 		DevTiming:              rc.DevMode,
 		Listener:               ln,
 		Advertise:              adv,
+		TLS:                    a.tls,
 		Bootstrap:              rc.Bootstrap || rc.DevMode,
 		BootstrapExpect:        rc.BootstrapExpect,
 		RaftMultiplier:         rc.RaftMultiplier,
@@ -320,10 +331,14 @@ func (a *Agent) startHTTP() error {
 	if err != nil {
 		return err
 	}
-	for _, addr := range rc.HTTPListenAddrs() {
+	for _, l := range a.httpListeners() { // tls.go
+		addr := l.addr
 		ln, err := listen(addr)
 		if err != nil {
-			return fmt.Errorf("agent: bind HTTP %s: %w", addr, err)
+			return fmt.Errorf("agent: bind %s %s: %w", l.name, addr, err)
+		}
+		if l.tls != nil {
+			ln = tls.NewListener(ln, l.tls)
 		}
 		if a.httpAddr == "" {
 			a.httpAddr = selfAddress(ln.Addr())

@@ -202,7 +202,8 @@ func sortedKeys(m map[string]bool) []string {
 // watches of its config files replace those of the previous one. Other
 // settings keep the values the agent started with (the log level is the
 // caller's: it owns the logger). An error from a definition that cannot
-// be decoded leaves everything as it was.
+// be decoded leaves everything as it was. The TLS certificates and CAs are
+// read again (tls.go); connections already established keep theirs.
 func (a *Agent) ReloadConfig(rc *config.RuntimeConfig) error {
 	if a.local == nil {
 		return errors.New("agent: reload before start")
@@ -212,6 +213,9 @@ func (a *Agent) ReloadConfig(rc *config.RuntimeConfig) error {
 		return err
 	}
 	if err := watches.Validate(rc.Watches); err != nil {
+		return err
+	}
+	if err := a.reloadTLS(rc); err != nil {
 		return err
 	}
 	if err := a.local.applyConfig(defs); err != nil {

@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"sync"
@@ -67,9 +68,10 @@ type xdsServing struct {
 	wg   sync.WaitGroup
 }
 
-// startXDS serves ADS on every -grpc-port address (none when disabled).
+// startXDS serves ADS on every -grpc-port address and, with TLS, every
+// -grpc-tls-port address (none when both are disabled).
 func (a *Agent) startXDS(watcher proxyWatcher) error {
-	addrs := a.rc.GRPCListenAddrs()
+	addrs := a.grpcListeners() // tls.go
 	if len(addrs) == 0 {
 		return nil
 	}
@@ -104,11 +106,17 @@ func (a *Agent) startXDS(watcher proxyWatcher) error {
 		grpc.WriteBufferSize(xdsWriteBuffer),
 	)
 	x := &xdsServing{ads: ads, grpc: gs}
-	for _, addr := range addrs {
+	for _, l := range addrs {
+		addr := l.addr
 		ln, err := listen(addr)
 		if err != nil {
 			x.stop()
-			return fmt.Errorf("agent: bind gRPC %s: %w", addr, err)
+			return fmt.Errorf("agent: bind %s %s: %w", l.name, addr, err)
+		}
+		if l.tls != nil {
+			// The gRPC server itself stays without credentials: the TLS
+			// is the listener's, so one server serves both ports.
+			ln = tls.NewListener(ln, l.tls)
 		}
 		x.wg.Add(1)
 		go func() {

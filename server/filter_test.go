@@ -394,7 +394,7 @@ func TestFilterOnEveryServer(t *testing.T) {
 	}
 
 	// A client agent's call reaches a server over the RPC connection.
-	pool := NewConnPool()
+	pool := NewConnPool(ConnPoolConfig{})
 	defer pool.Close()
 	for _, ts := range servers {
 		addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ts.rpcPort))

@@ -342,6 +342,10 @@ func (s *Server) ensureRaftPeer(meta *gossip.ServerMeta) {
 	if _, _, err := net.SplitHostPort(meta.Addr); err != nil {
 		return
 	}
+	if err := s.probePeerTLS(meta); err != nil {
+		s.logger.Warn("not adding raft peer: it cannot be reached over verified TLS", "server", meta.Name, "addr", meta.Addr, "error", err)
+		return
+	}
 	if err := s.raft.AddVoter(raft.ServerID(meta.ID), raft.ServerAddress(meta.Addr), 0, 0).Error(); err != nil {
 		s.logger.Warn("failed to add raft peer", "server", meta.Name, "error", err)
 		return

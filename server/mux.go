@@ -3,6 +3,7 @@ package server
 import (
 	"bufio"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -27,15 +28,18 @@ var errMuxClosed = errors.New("server: port multiplexer closed")
 // Raft transport or to the gRPC server.
 type portMux struct {
 	logger *slog.Logger
-	ln     net.Listener
-	raft   *chanListener
-	grpc   *chanListener
-	wg     sync.WaitGroup
+	// tls, when set, serves TLS connections and may refuse plaintext ones.
+	tls  RPCTLS
+	ln   net.Listener
+	raft *chanListener
+	grpc *chanListener
+	wg   sync.WaitGroup
 }
 
-func newPortMux(ln net.Listener, logger *slog.Logger) *portMux {
+func newPortMux(ln net.Listener, t RPCTLS, logger *slog.Logger) *portMux {
 	m := &portMux{
 		logger: logger,
+		tls:    t,
 		ln:     ln,
 		raft:   newChanListener(ln.Addr()),
 		grpc:   newChanListener(ln.Addr()),
@@ -73,6 +77,23 @@ func (m *portMux) route(conn net.Conn) {
 		_ = conn.Close()
 		return
 	}
+	if m.tls != nil {
+		cfg, required := m.tls.IncomingRPCConfig()
+		switch {
+		case first[0] == tlsRecordHandshake && cfg != nil:
+			if conn, br, first, err = m.handshake(conn, br, cfg); err != nil {
+				m.logger.Warn("server port: TLS handshake failed", "remote", conn.RemoteAddr().String(), "error", err)
+				_ = conn.Close()
+				return
+			}
+		case required:
+			// internal_rpc.verify_incoming: nothing of a plaintext
+			// connection is read past its first byte.
+			m.logger.Warn("server port: refused a plaintext connection (verify_incoming is set)", "remote", conn.RemoteAddr().String())
+			_ = conn.Close()
+			return
+		}
+	}
 	_ = conn.SetReadDeadline(time.Time{})
 	target := m.grpc
 	if first[0] == raftConnByte {
@@ -82,6 +103,23 @@ func (m *portMux) route(conn net.Conn) {
 	if !target.deliver(&peekedConn{Conn: conn, r: br}) {
 		_ = conn.Close()
 	}
+}
+
+// handshake runs the server side of TLS over a connection whose first byte
+// was peeked, then peeks the first byte inside it.
+func (m *portMux) handshake(conn net.Conn, br *bufio.Reader, cfg *tls.Config) (net.Conn, *bufio.Reader, []byte, error) {
+	tc := tls.Server(&peekedConn{Conn: conn, r: br}, cfg)
+	_ = tc.SetDeadline(time.Now().Add(firstByteTimeout))
+	if err := tc.Handshake(); err != nil {
+		return conn, nil, nil, err
+	}
+	inner := bufio.NewReader(tc)
+	first, err := inner.Peek(1)
+	if err != nil {
+		return tc, nil, nil, err
+	}
+	_ = tc.SetDeadline(time.Time{})
+	return tc, inner, first, nil
 }
 
 // Close stops accepting, closes both virtual listeners and waits for the
@@ -143,7 +181,7 @@ func (l *chanListener) Addr() net.Addr { return l.addr }
 type raftLayer struct {
 	*chanListener
 	advertise net.Addr
-	dial      func(ctx context.Context, addr string) (net.Conn, error) // nil: plain TCP
+	dial      dialFunc // secureDial's: TCP, TLS when configured
 }
 
 func (r *raftLayer) Addr() net.Addr { return r.advertise }
@@ -151,13 +189,7 @@ func (r *raftLayer) Addr() net.Addr { return r.advertise }
 func (r *raftLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	dial := r.dial
-	if dial == nil {
-		dial = func(ctx context.Context, addr string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "tcp", addr)
-		}
-	}
-	conn, err := dial(ctx, string(address))
+	conn, err := r.dial(ctx, string(address))
 	if err != nil {
 		return nil, err
 	}

@@ -43,9 +43,18 @@ type connPool struct {
 	conns map[string]*grpc.ClientConn
 }
 
+// ConnPoolConfig holds a client agent's pool dependencies.
+type ConnPoolConfig struct {
+	// TLS, when set, makes connections TLS whenever it returns a
+	// configuration (internal_rpc.verify_outgoing).
+	TLS OutgoingTLS
+}
+
 // NewConnPool is the client side of the internal RPC API, for client agents
 // and for servers forwarding to the leader.
-func NewConnPool() *ConnPool { return &ConnPool{p: newConnPool(nil)} }
+func NewConnPool(cfg ConnPoolConfig) *ConnPool {
+	return &ConnPool{p: newConnPool(secureDial(nil, cfg.TLS))}
+}
 
 // ConnPool exposes the pool to client agents.
 type ConnPool struct{ p *connPool }

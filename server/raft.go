@@ -105,7 +105,7 @@ func (s *Server) setupRaft() error {
 	stores.log = &failStopLog{LogStore: stores.log, failed: s.logWriteFailed} // failstop.go
 	s.raftStore = stores
 	s.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  &raftLayer{chanListener: s.mux.raft, advertise: s.cfg.Advertise, dial: s.cfg.RaftDial},
+		Stream:  &raftLayer{chanListener: s.mux.raft, advertise: s.cfg.Advertise, dial: secureDial(s.cfg.RaftDial, s.cfg.TLS)},
 		MaxPool: 3,
 		Timeout: 10 * time.Second,
 		Logger:  hclogbridge.New(s.logger, "raft-net"),

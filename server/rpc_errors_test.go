@@ -35,7 +35,7 @@ func TestSentinelsCrossTheWire(t *testing.T) {
 // real loopback call satisfy errors.Is on the caller's side.
 func TestServerErrorsOverLoopback(t *testing.T) {
 	ts := startTestCluster(t, 1, false)[0]
-	pool := NewConnPool()
+	pool := NewConnPool(ConnPoolConfig{})
 	defer pool.Close()
 	addr := ts.srv.cfg.Advertise.String()
 	call := func(method string, args, reply any) error {

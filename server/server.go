@@ -84,6 +84,11 @@ type Config struct {
 	// RaftDial, when set, opens Raft's connections to the other servers
 	// (nil: plain TCP). Tests cut the network between servers through it.
 	RaftDial func(ctx context.Context, addr string) (net.Conn, error)
+	// TLS, when set, secures the server port (Raft and gRPC alike): TLS
+	// connections are served with its certificate, plaintext ones refused
+	// when it requires TLS, and this server's own connections to the
+	// others (forwarding, Raft) are TLS when it says so.
+	TLS RPCTLS
 	// WrapLogStore, when set, wraps the Raft log store (on disk or in
 	// memory) once it is open. Tests inject disk faults through it.
 	WrapLogStore func(raft.LogStore) raft.LogStore
@@ -201,9 +206,9 @@ func New(cfg Config) (*Server, error) {
 	s.endpoints = s.endpointTable()
 	s.metrics = newMetrics(cfg.Metrics, s)
 	s.sessionTimers = newSessionTimers()
-	s.pool = newConnPool(cfg.Dial)
+	s.pool = newConnPool(secureDial(cfg.Dial, cfg.TLS))
 
-	s.mux = newPortMux(cfg.Listener, cfg.Logger)
+	s.mux = newPortMux(cfg.Listener, cfg.TLS, cfg.Logger)
 	if err := s.setupRaft(); err != nil {
 		_ = s.mux.Close()
 		cancel()

@@ -189,6 +189,8 @@ func build(s *source, dev bool, opts LoadOptions) (*RuntimeConfig, []string, err
 	buildPorts(s, rc, &p)
 	buildAddresses(s, rc, opts, &p)
 	buildDNS(s, rc, &p)
+	buildTLS(s, rc)
+	warnings = append(warnings, tlsPortWarnings(rc)...)
 	if len(p) == 0 {
 		checkPortConflicts(rc, &p)
 	}
@@ -276,7 +278,7 @@ func buildPorts(s *source, rc *RuntimeConfig, p *problems) {
 		port     int
 		optional bool // -1 disables it
 	}{
-		{"ports.http", rc.Ports.HTTP, false},
+		{"ports.http", rc.Ports.HTTP, true},
 		{"ports.grpc", rc.Ports.GRPC, true},
 		{"ports.server", rc.Ports.Server, false},
 		{"ports.serf_lan", rc.Ports.SerfLAN, false},
@@ -438,7 +440,8 @@ func detectAdvertise(v6 bool, addrs func() ([]net.Addr, error)) (string, error) 
 }
 
 // checkPortConflicts rejects two listeners of Trellis on one address and
-// port. Listeners Trellis does not open (HTTPS, ...) are not checked; DNS,
+// port. Listeners that stay closed (a TLS port without a certificate) are
+// not checked; DNS,
 // which binds both UDP and TCP, is compared with the TCP listeners.
 func checkPortConflicts(rc *RuntimeConfig, p *problems) {
 	type listener struct {
@@ -447,9 +450,17 @@ func checkPortConflicts(rc *RuntimeConfig, p *problems) {
 		port int
 	}
 	ls := []listener{
-		{"ports.http", rc.Addresses.HTTP, rc.Ports.HTTP},
 		{"ports.server", []string{rc.Addresses.Bind}, rc.Ports.Server},
 		{"ports.serf_lan", []string{rc.Addresses.SerfLAN}, rc.Ports.SerfLAN},
+	}
+	if rc.Ports.HTTP > 0 {
+		ls = append(ls, listener{"ports.http", rc.Addresses.HTTP, rc.Ports.HTTP})
+	}
+	if rc.Ports.HTTPS > 0 && rc.TLS.HTTPS.CertFile != "" {
+		ls = append(ls, listener{"ports.https", rc.Addresses.HTTPS, rc.Ports.HTTPS})
+	}
+	if rc.Ports.GRPCTLS > 0 && rc.TLS.GRPC.CertFile != "" {
+		ls = append(ls, listener{"ports.grpc_tls", rc.Addresses.GRPCTLS, rc.Ports.GRPCTLS})
 	}
 	if rc.Ports.GRPC > 0 {
 		ls = append(ls, listener{"ports.grpc", rc.Addresses.GRPC, rc.Ports.GRPC})

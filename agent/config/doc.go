@@ -19,12 +19,17 @@
 // accepted and named together in one warning line returned by Load; keys
 // that are not Consul keys at all are rejected, as Consul rejects them.
 //
+// The tls block and its deprecated top-level forms are resolved per
+// protocol into RuntimeConfig.TLS (tls.go); the files they name are read
+// and checked by tlsutil when the agent starts.
+//
 // Keys that ask for protection Trellis does not provide yet (acl.enabled,
-// encrypt, the tls block and its deprecated top-level forms, auto_encrypt,
-// auto_config, address and endpoint restrictions) are not warnings: when
+// encrypt, auto_encrypt, auto_config, address and endpoint restrictions)
+// are not warnings: when
 // their value asks for the protection, Load fails with
 // ErrProtectionNotProvided naming the key, so that no agent runs open while
 // its operator believes it protected. Values that only relax (false, "")
-// are accepted. A bare https or grpc_tls port is not refused: without TLS
-// material nothing is served there, so nothing is left open.
+// are accepted. A bare https or grpc_tls port is not refused: without a
+// certificate nothing is served there (a warning says so), so nothing is
+// left open.
 package config

@@ -66,7 +66,7 @@ func refusedFlags() map[string]string {
 
 // notServedPortFlags set ports Trellis parses but has no listener for.
 func notServedPortFlags() []string {
-	return []string{"https-port", "grpc-tls-port", "serf-wan-port"}
+	return []string{"serf-wan-port"}
 }
 
 // newFlagSet defines the agent flags with Consul's names over fv.
@@ -101,8 +101,8 @@ func newFlagSet(fv *flagValues, output io.Writer) *flag.FlagSet {
 	fs.Var(stringPtr{&s.Domain}, "domain", "Domain to use for DNS interface.")
 	fs.Var(stringPtr{&s.AltDomain}, "alt-domain", "Alternate domain to use for DNS interface.")
 	fs.Var(stringSlice{&s.Recursors}, "recursor", "Address of an upstream DNS server. Can be specified multiple times.")
-	fs.Var(intPtr{&s.Ports.HTTPS}, "https-port", "Sets the HTTPS API port (not served by Trellis yet).")
-	fs.Var(intPtr{&s.Ports.GRPCTLS}, "grpc-tls-port", "Sets the gRPC-TLS port (not served by Trellis yet).")
+	fs.Var(intPtr{&s.Ports.HTTPS}, "https-port", "Sets the HTTPS API port (-1 disables it; needs tls.https.cert_file).")
+	fs.Var(intPtr{&s.Ports.GRPCTLS}, "grpc-tls-port", "Sets the gRPC-TLS (xDS) port (-1 disables it; needs tls.grpc.cert_file).")
 	fs.Var(intPtr{&s.Ports.SerfWAN}, "serf-wan-port", "Sets the Serf WAN port (not used by Trellis).")
 	fs.Var(stringSlice{&s.RetryJoin}, "retry-join", "Address of an agent to join at start time with retries enabled. Can be specified multiple times.")
 	fs.Var(stringSlice{&s.StartJoin}, "join", "Deprecated: use -retry-join. Can be specified multiple times.")

@@ -95,6 +95,10 @@ type RuntimeConfig struct {
 	// (default allow).
 	IntentionDefaultPolicy string
 
+	// TLS holds the tls block's settings per protocol; tlsutil reads the
+	// files and builds the listeners' and dialers' configurations.
+	TLS TLS
+
 	// DNS configures the DNS interface (domain, alt_domain, recursors,
 	// dns_config); it listens on Addresses.DNS and Ports.DNS.
 	DNS DNS
@@ -151,8 +155,9 @@ type Addresses struct {
 	// DNS is the bind list of the DNS interface, UDP and TCP
 	// (addresses.dns, default Client).
 	DNS []string
-	// HTTPS and GRPCTLS are parsed for compatibility; Trellis has no such
-	// listener yet and warns when they are configured.
+	// HTTPS and GRPCTLS are the bind lists of the HTTPS API and the
+	// gRPC-TLS (xDS) listener (addresses.https / addresses.grpc_tls,
+	// default Client).
 	HTTPS   []string
 	GRPCTLS []string
 }
@@ -160,7 +165,7 @@ type Addresses struct {
 // Ports are listener ports. -1 disables an optional listener (gRPC, DNS,
 // HTTPS, gRPC TLS), as in Consul.
 type Ports struct {
-	HTTP    int // default 8500
+	HTTP    int // default 8500; -1 disables plaintext HTTP
 	GRPC    int // xDS and gRPC health; default 8502 (enabled even outside -dev)
 	Server  int // server RPC; default 8300
 	SerfLAN int // default 8301
@@ -169,9 +174,10 @@ type Ports struct {
 	SidecarMin int
 	SidecarMax int
 	DNS        int // UDP and TCP; default 8600
-	// Not served by Trellis yet; kept with Consul's defaults.
-	HTTPS   int // default -1
-	GRPCTLS int // default -1 (Consul 8503, which only serves with TLS)
+	// HTTPS serves the HTTP API over TLS (tls.https); GRPCTLS serves xDS
+	// over TLS (tls.grpc). Both default to -1: off.
+	HTTPS   int
+	GRPCTLS int
 	SerfWAN int // default 8302
 }
 
@@ -236,9 +242,28 @@ type Logging struct {
 }
 
 // HTTPListenAddrs returns the addresses the HTTP API listens on:
-// "ip:port" entries and any "unix://" socket paths unchanged.
+// "ip:port" entries and any "unix://" socket paths unchanged; nil when it
+// is disabled (port -1, usually with HTTPS on).
 func (c *RuntimeConfig) HTTPListenAddrs() []string {
 	return listenAddrs(c.Addresses.HTTP, c.Ports.HTTP)
+}
+
+// HTTPSListenAddrs returns the addresses of the HTTPS API, or nil when it
+// is disabled (port -1, or no tls.https certificate).
+func (c *RuntimeConfig) HTTPSListenAddrs() []string {
+	if c.TLS.HTTPS.CertFile == "" {
+		return nil
+	}
+	return listenAddrs(c.Addresses.HTTPS, c.Ports.HTTPS)
+}
+
+// GRPCTLSListenAddrs returns the addresses of the gRPC-TLS (xDS) listener,
+// or nil when it is disabled (port -1, or no tls.grpc certificate).
+func (c *RuntimeConfig) GRPCTLSListenAddrs() []string {
+	if c.TLS.GRPC.CertFile == "" {
+		return nil
+	}
+	return listenAddrs(c.Addresses.GRPCTLS, c.Ports.GRPCTLS)
 }
 
 // GRPCListenAddrs returns the addresses of the gRPC (xDS) listener, or nil

@@ -122,8 +122,8 @@ func consulKeys() *keyNode {
 			"http":     honoured(),
 			"grpc":     honoured(),
 			"dns":      honoured(),
-			"https":    ignored(), // no TLS listener yet
-			"grpc_tls": ignored(),
+			"https":    honoured(),
+			"grpc_tls": honoured(),
 		}),
 		"ports": object(map[string]*keyNode{
 			"http":             honoured(),
@@ -133,8 +133,8 @@ func consulKeys() *keyNode {
 			"sidecar_min_port": honoured(),
 			"sidecar_max_port": honoured(),
 			"dns":              honoured(),
-			"https":            ignored(), // no TLS listener yet
-			"grpc_tls":         ignored(),
+			"https":            honoured(),
+			"grpc_tls":         honoured(),
 			"serf_wan":         ignored(), // single datacenter: no WAN pool
 			"proxy_min_port":   ignored(),
 			"proxy_max_port":   ignored(),
@@ -250,7 +250,7 @@ func consulKeys() *keyNode {
 		"config_entries": object(ignoredAll("bootstrap")),
 		"auto_encrypt":   refusedBlock("TLS (auto_encrypt)"),
 		"auto_config":    refusedBlock("auto_config (TLS and gossip keys from the servers)"),
-		"tls":            refusedBlock("TLS"),
+		"tls":            tlsKeys(),
 		"http_config": object(with(ignoredAll(
 			"response_headers", "use_cache", "max_header_bytes",
 		), refusedAll("HTTP endpoint restrictions", "block_endpoints", "allow_write_http_from"))),
@@ -316,12 +316,35 @@ func consulKeys() *keyNode {
 	// Legacy ACLs were switched on by naming the ACL datacenter.
 	with(top, refusedAll("ACLs", "acl_datacenter"))
 	// The deprecated top-level forms of the tls block.
-	with(top, refusedAll("TLS",
+	for _, k := range []string{
 		"ca_file", "ca_path", "cert_file", "key_file", "tls_cipher_suites", "tls_min_version",
 		"verify_incoming", "verify_incoming_https", "verify_incoming_rpc", "verify_outgoing",
 		"verify_server_hostname",
-	))
+	} {
+		top[k] = honoured()
+	}
 	return object(top)
+}
+
+// tlsKeys is Consul's tls block: verify_server_hostname belongs to
+// internal_rpc only, as in Consul.
+func tlsKeys() *keyNode {
+	common := func() map[string]*keyNode {
+		return map[string]*keyNode{
+			"ca_file": honoured(), "ca_path": honoured(), "cert_file": honoured(), "key_file": honoured(),
+			"verify_incoming": honoured(), "tls_min_version": honoured(), "tls_cipher_suites": honoured(),
+			// Go chooses the suite order itself.
+			"tls_prefer_server_cipher_suites": ignored(),
+		}
+	}
+	return object(map[string]*keyNode{
+		"defaults":     object(with(common(), map[string]*keyNode{"verify_outgoing": honoured()})),
+		"internal_rpc": object(with(common(), map[string]*keyNode{"verify_outgoing": honoured(), "verify_server_hostname": honoured()})),
+		"https":        object(with(common(), map[string]*keyNode{"verify_outgoing": ignored()})),
+		// use_auto_cert serves auto_encrypt certificates, which stay
+		// refused.
+		"grpc": object(with(common(), map[string]*keyNode{"verify_outgoing": ignored(), "use_auto_cert": refused("TLS (auto_encrypt)")})),
+	})
 }
 
 // keyReport is what walking one config file against consulKeys found.

@@ -53,8 +53,12 @@ type source struct {
 	DNSConfig dnsConfigSource `json:"dns_config"`
 
 	Connect connectSource `json:"connect"`
-	ACL     aclSource     `json:"acl"`
-	XDS     xdsSource     `json:"xds"`
+	TLS     tlsSource     `json:"tls"`
+	// The deprecated top-level forms of the tls block (ca_file,
+	// verify_incoming, ...), inline as Consul reads them.
+	deprecatedTLSSource
+	ACL aclSource `json:"acl"`
+	XDS xdsSource `json:"xds"`
 
 	// Service and check definitions, in the order read; the agent
 	// registers them (definitions.go).
@@ -75,11 +79,9 @@ type source struct {
 }
 
 type addressesSource struct {
-	HTTP *string `json:"http"`
-	GRPC *string `json:"grpc"`
-	DNS  *string `json:"dns"`
-	// Parsed so that the values are validated and kept for when Trellis
-	// serves them; schema.go reports them as not implemented.
+	HTTP    *string `json:"http"`
+	GRPC    *string `json:"grpc"`
+	DNS     *string `json:"dns"`
 	HTTPS   *string `json:"https"`
 	GRPCTLS *string `json:"grpc_tls"`
 }
@@ -92,10 +94,9 @@ type portsSource struct {
 	SidecarMinPort *int `json:"sidecar_min_port"`
 	SidecarMaxPort *int `json:"sidecar_max_port"`
 	DNS            *int `json:"dns"`
-	// Not served yet (see schema.go); parsed and validated all the same.
-	HTTPS   *int `json:"https"`
-	GRPCTLS *int `json:"grpc_tls"`
-	SerfWAN *int `json:"serf_wan"`
+	HTTPS          *int `json:"https"`
+	GRPCTLS        *int `json:"grpc_tls"`
+	SerfWAN        *int `json:"serf_wan"`
 }
 
 type localitySource struct {

@@ -194,7 +194,7 @@ func TestLoadTestutilConfig(t *testing.T) {
 	}{
 		{
 			name:    "defaults",
-			ignored: []string{"peering.enabled", "ports.grpc_tls", "ports.https", "ports.serf_wan"},
+			ignored: []string{"peering.enabled", "ports.serf_wan"},
 			noWarned: []string{"version", "segments", "acl", "addresses", "disable_update_check",
 				"skip_leave_on_interrupt", "connect"},
 			checks: []check{func(t *testing.T, rc *RuntimeConfig, _ []string) {
@@ -238,7 +238,7 @@ func TestLoadTestutilConfig(t *testing.T) {
 				c.Audit = &tuAudit{Enabled: true}
 			},
 			ignored: []string{"acl.tokens.master", "audit",
-				"peering.enabled", "ports.grpc_tls", "ports.https", "ports.serf_wan", "segments"},
+				"peering.enabled", "ports.serf_wan", "segments"},
 			checks: []check{func(t *testing.T, rc *RuntimeConfig, _ []string) {
 				if rc.Datacenter != "dc2" || rc.NodeMeta["rack"] != "r1" {
 					t.Errorf("dc=%q meta=%v", rc.Datacenter, rc.NodeMeta)
@@ -246,13 +246,23 @@ func TestLoadTestutilConfig(t *testing.T) {
 			}},
 		},
 		{
-			// A test that asks for ACLs or TLS must not get an open agent.
-			name: "acl and tls from a test callback are refused",
+			// A test that asks for ACLs must not get an open agent.
+			name: "acl from a test callback is refused",
 			edit: func(c *tuServerConfig) {
 				c.ACL.Enabled = true
 				c.CAFile = "/tmp/ca.pem"
 			},
-			refused: []string{"acl.enabled", "ca_file"},
+			refused: []string{"acl.enabled"},
+		},
+		{
+			name: "tls from a test callback is read",
+			edit: func(c *tuServerConfig) { c.CAFile = "/tmp/ca.pem" },
+			checks: []check{func(t *testing.T, rc *RuntimeConfig, _ []string) {
+				if p := rc.TLS.HTTPS; p.CAFile != "/tmp/ca.pem" || p.Keys.CAFile != "ca_file" {
+					t.Errorf("TLS.HTTPS = %+v", p)
+				}
+			}},
+			ignored: []string{"peering.enabled"},
 		},
 		{
 			// sdk/testutil passes extra args after -config-file: flags win.

@@ -57,7 +57,7 @@ func (c *countingRPC) counts(key string) (calls, initial int) {
 func TestManagerDedupOverRealServer(t *testing.T) {
 	const proxies, upstreams = 200, 5
 	srv, addr := dstest.StartServer(t, "s1")
-	pool := server.NewConnPool()
+	pool := server.NewConnPool(server.ConnPoolConfig{})
 	defer pool.Close()
 	rpc := &countingRPC{next: poolRPC{pool: pool, addr: addr}, calls: map[string]int{}, initial: map[string]int{}}
 	for u := range upstreams {

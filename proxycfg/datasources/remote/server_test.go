@@ -35,7 +35,7 @@ func notifyOf[R any](src interface {
 // arrives, and a write through the API produces the new answer.
 func TestSourcesOverRealServer(t *testing.T) {
 	srv, addr := dstest.StartServer(t, "s1")
-	pool := server.NewConnPool()
+	pool := server.NewConnPool(server.ConnPoolConfig{})
 	defer pool.Close()
 	src, err := New(Config{RPC: poolRPC{pool: pool, addr: addr}, Datacenter: "dc1", MaxQueryTime: 30 * time.Second, RetryMin: 50 * time.Millisecond})
 	if err != nil {

@@ -360,7 +360,7 @@ func TestAgentConfigHandling(t *testing.T) {
 		if n := strings.Count(out, "not implemented by Trellis"); n != 1 {
 			t.Fatalf("warning line appears %d times:\n%s", n, out)
 		}
-		if !strings.Contains(out, "ports.https, telemetry") || !strings.Contains(out, "level=WARN") {
+		if !strings.Contains(out, "have no effect: telemetry") || !strings.Contains(out, "ports.https is set but tls.https has no cert_file") || !strings.Contains(out, "level=WARN") {
 			t.Fatalf("stderr:\n%s", out)
 		}
 	})

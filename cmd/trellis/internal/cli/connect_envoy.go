@@ -399,8 +399,9 @@ func (c *connectEnvoyCmd) agentAddress(ctx context.Context, env *Env, cfg *boots
 	}
 	if cfg.AgentTLS {
 		if caFile == "" {
-			// Consul falls back to the HTTP API's CA.
-			caFile = env.Getenv("CONSUL_CACERT")
+			// Consul falls back to the HTTP API's CA (-ca-file, then
+			// CONSUL_CACERT).
+			caFile = firstNonEmpty(c.hf.caFile, env.Getenv("CONSUL_CACERT"))
 		}
 		if caFile != "" {
 			pem, err := os.ReadFile(caFile)

@@ -285,6 +285,8 @@ func TestConnectEnvoyGRPCAddress(t *testing.T) {
 			routes: routes, want: getWeb, check: all(addr("127.0.0.1:8503"), tlsCA(pem))},
 		{name: "https with the HTTP CA", args: append(base, "-grpc-addr", "https://127.0.0.1:8503"),
 			vars: map[string]string{"CONSUL_CACERT": ca}, routes: routes, want: getWeb, check: tlsCA(pem)},
+		{name: "https with -ca-file", args: append(base, "-grpc-addr", "https://127.0.0.1:8503", "-ca-file", ca),
+			routes: routes, want: getWeb, check: all(addr("127.0.0.1:8503"), tlsCA(pem))},
 		{name: "http ignores the CA", args: append(base, "-grpc-addr", "http://127.0.0.1:8502", "-grpc-ca-file", ca),
 			routes: routes, want: getWeb, check: tlsCA("-")},
 		{name: "unix socket", args: append(base, "-grpc-addr", "unix:///run/trellis/xds.sock"), routes: routes, want: getWeb,

@@ -7,6 +7,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/hashicorp/consul/api"
 )
 
 // httpFlags are Consul's common client flags: -http-addr, -token and
@@ -18,6 +20,10 @@ type httpFlags struct {
 	tokenFile  string
 	datacenter string
 	stale      bool
+	// TLS to the agent's HTTPS API: -ca-file, -ca-path, -client-cert,
+	// -client-key, -tls-server-name (or CONSUL_CACERT, CONSUL_CAPATH,
+	// CONSUL_CLIENT_CERT, CONSUL_CLIENT_KEY, CONSUL_TLS_SERVER_NAME).
+	caFile, caPath, clientCert, clientKey, tlsServerName string
 }
 
 // register adds the client flags, and the server flags when server is
@@ -27,6 +33,11 @@ func (h *httpFlags) register(fs *flag.FlagSet, server bool) {
 	fs.StringVar(&h.addr, "http-addr", "", "The `address` and port of the agent HTTP endpoint (default CONSUL_HTTP_ADDR or "+DefaultHTTPAddr+"). Also https:// or unix:// addresses.")
 	fs.StringVar(&h.token, "token", "", "ACL token to use in the request (default CONSUL_HTTP_TOKEN).")
 	fs.StringVar(&h.tokenFile, "token-file", "", "File containing the ACL token (default CONSUL_HTTP_TOKEN_FILE).")
+	fs.StringVar(&h.caFile, "ca-file", "", "Path to a CA file to use for TLS when communicating with the agent (default CONSUL_CACERT).")
+	fs.StringVar(&h.caPath, "ca-path", "", "Path to a directory of CA certificates to use for TLS (default CONSUL_CAPATH).")
+	fs.StringVar(&h.clientCert, "client-cert", "", "Path to a client cert file to use for TLS when verify_incoming is enabled (default CONSUL_CLIENT_CERT).")
+	fs.StringVar(&h.clientKey, "client-key", "", "Path to a client key file to use for TLS when verify_incoming is enabled (default CONSUL_CLIENT_KEY).")
+	fs.StringVar(&h.tlsServerName, "tls-server-name", "", "The server name to use as the SNI host when connecting via TLS (default CONSUL_TLS_SERVER_NAME).")
 	if server {
 		fs.StringVar(&h.datacenter, "datacenter", "", "Name of the datacenter to query (default the agent's).")
 		fs.BoolVar(&h.stale, "stale", false, "Permit any server to answer, not only the leader.")
@@ -40,6 +51,13 @@ func (h *httpFlags) client(env *Env) (*apiClient, error) {
 		dc:        h.datacenter,
 		stale:     h.stale,
 		sslVerify: true,
+		tls: api.TLSConfig{
+			CAFile:   firstNonEmpty(h.caFile, env.Getenv("CONSUL_CACERT")),
+			CAPath:   firstNonEmpty(h.caPath, env.Getenv("CONSUL_CAPATH")),
+			CertFile: firstNonEmpty(h.clientCert, env.Getenv("CONSUL_CLIENT_CERT")),
+			KeyFile:  firstNonEmpty(h.clientKey, env.Getenv("CONSUL_CLIENT_KEY")),
+			Address:  firstNonEmpty(h.tlsServerName, env.Getenv("CONSUL_TLS_SERVER_NAME")),
+		},
 	}
 	// Token precedence: -token, -token-file, CONSUL_HTTP_TOKEN,
 	// CONSUL_HTTP_TOKEN_FILE.

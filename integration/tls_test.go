@@ -1,0 +1,326 @@
+package integration
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/trellis-mesh/trellis/connect/ca"
+	"github.com/trellis-mesh/trellis/integration/harness"
+	"github.com/trellis-mesh/trellis/server"
+	"github.com/trellis-mesh/trellis/structs"
+)
+
+// testPKI is an agent CA and the certificates it signed, as files.
+type testPKI struct {
+	dir           string
+	caCert, caKey string
+	caFile        string
+}
+
+func newTestPKI(t *testing.T, name string) *testPKI {
+	t.Helper()
+	cert, key, err := ca.NewAgentCA(ca.AgentCARequest{Domain: "consul", Days: 30})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), name)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p := &testPKI{dir: dir, caCert: cert, caKey: key}
+	p.caFile = p.write(t, "consul-agent-ca.pem", cert)
+	return p
+}
+
+func (p *testPKI) write(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(p.dir, name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// issue signs a certificate for cn, valid for localhost and 127.0.0.1 too,
+// as `tls cert create` makes them.
+func (p *testPKI) issue(t *testing.T, name, cn string, now time.Time, days int) (certFile, keyFile string) {
+	t.Helper()
+	cert, key, err := ca.SignAgentCert(ca.AgentCertRequest{
+		CACertPEM: p.caCert, CAKeyPEM: p.caKey, CommonName: cn,
+		DNSNames: []string{cn, "localhost"}, IPs: []net.IP{net.ParseIP("127.0.0.1")},
+		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth},
+		Days:        days, Now: now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.write(t, name+".pem", cert), p.write(t, name+"-key.pem", key)
+}
+
+// tlsConfig is Consul's tls block with mutual TLS on every protocol.
+func tlsConfig(caFile, certFile, keyFile string) map[string]any {
+	return map[string]any{"tls": map[string]any{
+		"defaults": map[string]any{
+			"ca_file": caFile, "cert_file": certFile, "key_file": keyFile,
+			"verify_incoming": true, "verify_outgoing": true,
+		},
+		"internal_rpc": map[string]any{"verify_server_hostname": true},
+	}}
+}
+
+// TestTLSCluster: three servers and a client with mutual TLS on the
+// server port (verify_incoming, verify_outgoing, verify_server_hostname)
+// and the HTTPS API with client certificates; the client serves HTTPS
+// only (ports.http = -1). The cluster forms and replicates, the official
+// client works over HTTPS with a certificate, and a plaintext RPC client,
+// an HTTPS client without a certificate and a server of another CA are
+// refused, with nothing they sent in the store.
+func TestTLSCluster(t *testing.T) {
+	bin := requireBinary(t)
+	ctx := scenarioContext(t)
+	pki := newTestPKI(t, "pki")
+	now := time.Now()
+	srvCert, srvKey := pki.issue(t, "dc1-server-consul-0", "server.dc1.consul", now, 30)
+	cliCert, cliKey := pki.issue(t, "dc1-client-consul-0", "client.dc1.consul", now, 30)
+	userCert, userKey := pki.issue(t, "dc1-cli-consul-0", "cli.dc1.consul", now, 30)
+
+	ports := newPorts(t)
+	c := harness.StartCluster(t, harness.ClusterConfig{
+		Binary: bin, Ports: ports, Servers: 3,
+		ServerArgs: configFile(t, "server-tls.json", tlsConfig(pki.caFile, srvCert, srvKey)),
+	})
+	leader := waitLeader(t, c, clusterStartTimeout)
+
+	httpsPort, err := ports.Port()
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := c.AddClient(t, append(configFile(t, "client-tls.json", tlsConfig(pki.caFile, cliCert, cliKey)),
+		"-http-port", "-1", "-https-port", strconv.Itoa(httpsPort))...)
+	httpsAddr := net.JoinHostPort(harness.Loopback, strconv.Itoa(httpsPort))
+
+	cfg := api.DefaultConfig()
+	cfg.Address = httpsAddr
+	cfg.Scheme = "https"
+	cfg.TLSConfig = api.TLSConfig{CAFile: pki.caFile, CertFile: userCert, KeyFile: userKey}
+	consul, err := api.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the client agent to reach the leader over TLS", func() error {
+		got, err := consul.Status().Leader()
+		if err != nil {
+			return err
+		}
+		if got != leader.ServerAddr() {
+			return fmt.Errorf("leader %q, want %q", got, leader.ServerAddr())
+		}
+		return nil
+	})
+	if _, err := consul.KV().Put(&api.KVPair{Key: "tls/written", Value: []byte("over https")}, nil); err != nil {
+		t.Fatalf("KV put over HTTPS through the client agent: %v", err)
+	}
+	// Replicated to every server (read on each with ?stale over plain
+	// HTTP, which the servers still serve to the harness).
+	for _, s := range c.Servers() {
+		eventually(t, 10*time.Second, "replication to "+s.Node(), func() error {
+			return kvHas(ctx, s.HTTPAddr(), "tls/written", "over https")
+		})
+	}
+	if !client.Running() {
+		t.Fatal("client agent stopped")
+	}
+
+	t.Run("HTTPS without a client certificate is refused", func(t *testing.T) {
+		pool := x509.NewCertPool()
+		pool.AppendCertsFromPEM([]byte(pki.caCert))
+		hc := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodPut, "https://"+httpsAddr+"/v1/kv/tls/nocert", strings.NewReader("x"))
+		resp, err := hc.Do(req)
+		if err == nil {
+			_ = resp.Body.Close()
+			t.Fatalf("PUT without a client certificate answered %d", resp.StatusCode)
+		}
+	})
+
+	t.Run("plaintext RPC is refused", func(t *testing.T) {
+		// A raw connection: closed after its first byte, before any
+		// request is read.
+		conn, err := net.DialTimeout("tcp", leader.ServerAddr(), 5*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_, _ = conn.Write([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"))
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		if n, err := conn.Read(make([]byte, 64)); !errors.Is(err, io.EOF) && !isReset(err) {
+			t.Fatalf("plaintext connection read %d bytes, err %v; want it closed", n, err)
+		}
+		// And a real client's write, through the internal RPC.
+		pool := server.NewConnPool(server.ConnPoolConfig{})
+		defer pool.Close()
+		callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		var ok bool
+		err = structs.MethodKVSApply.Call(callCtx, callerAt{pool, leader.ServerAddr()},
+			&structs.KVSRequest{Op: structs.KVSet, DirEnt: structs.DirEntry{Key: "tls/plaintext", Value: []byte("x")}}, &ok)
+		if err == nil {
+			t.Fatal("a plaintext KVS.Apply succeeded")
+		}
+	})
+
+	t.Run("a server of another CA cannot join", func(t *testing.T) {
+		rogue := newTestPKI(t, "rogue")
+		rCert, rKey := rogue.issue(t, "rogue-server", "server.dc1.consul", now, 30)
+		rp, err := harness.AllocateAgentPorts(ports)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var join []string
+		for _, s := range c.Servers() {
+			join = append(join, s.SerfLANAddr())
+		}
+		dir := t.TempDir()
+		r := harness.StartAgent(t, harness.AgentConfig{
+			Binary: bin, Mode: harness.ModeServer, Node: "rogue", DataDir: filepath.Join(dir, "data"),
+			LogPath: filepath.Join(dir, "rogue.log"), Ports: rp, BootstrapExpect: 3, RetryJoin: join,
+			ExtraArgs: configFile(t, "rogue-tls.json", tlsConfig(rogue.caFile, rCert, rKey)),
+		})
+		// Gossip lets it in (gossip encryption is separate); Raft must not.
+		eventually(t, 30*time.Second, "the leader to see the rogue server in gossip", func() error {
+			members, err := consul.Agent().Members(false)
+			if err != nil {
+				return err
+			}
+			for _, m := range members {
+				if m.Name == "rogue" {
+					return nil
+				}
+			}
+			return errors.New("rogue not a member yet")
+		})
+		// Give the leader several reconcile passes to (wrongly) add it.
+		time.Sleep(5 * time.Second)
+		peers, err := consul.Status().Peers()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(peers) != 3 {
+			t.Fatalf("raft peers = %v, want the three servers only", peers)
+		}
+		for _, p := range peers {
+			if p == r.ServerAddr() {
+				t.Fatalf("rogue server %s is a raft peer: %v", p, peers)
+			}
+		}
+		if err := kvHas(ctx, r.HTTPAddr(), "tls/written", "over https"); err == nil {
+			t.Fatal("the rogue server has the cluster's data")
+		}
+	})
+
+	// Nothing the refused clients sent reached the store.
+	for _, key := range []string{"tls/nocert", "tls/plaintext"} {
+		if pair, _, err := consul.KV().Get(key, nil); err != nil || pair != nil {
+			t.Errorf("key %s = %v, %v; want absent", key, pair, err)
+		}
+	}
+}
+
+// callerAt calls one server through a pool.
+type callerAt struct {
+	pool *server.ConnPool
+	addr string
+}
+
+func (c callerAt) RPC(ctx context.Context, method string, args, reply any) error {
+	return c.pool.Call(ctx, c.addr, method, args, reply)
+}
+
+func isReset(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "connection reset")
+}
+
+// kvHas checks key's value with a stale read of the agent at httpAddr.
+func kvHas(ctx context.Context, httpAddr, key, want string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+httpAddr+"/v1/kv/"+key+"?raw&stale", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || string(b) != want {
+		return fmt.Errorf("%s: %d %q", key, resp.StatusCode, b)
+	}
+	return nil
+}
+
+// TestTLSBadMaterialRefusesToStart: each kind of bad material is a
+// start-up error naming the key and the file, with a non-zero exit.
+func TestTLSBadMaterialRefusesToStart(t *testing.T) {
+	bin := requireBinary(t)
+	pki := newTestPKI(t, "pki")
+	now := time.Now()
+	cert, key := pki.issue(t, "server", "server.dc1.consul", now, 30)
+	_, otherKey := pki.issue(t, "other", "server.dc1.consul", now, 30)
+	expCert, expKey := pki.issue(t, "expired", "server.dc1.consul", now.AddDate(0, 0, -10), 5)
+	wrongCert, wrongKey := pki.issue(t, "wrong", "client.dc1.consul", now, 30)
+	missing := filepath.Join(pki.dir, "missing.pem")
+	rpc := func(certFile, keyFile string) map[string]any {
+		return tlsConfig(pki.caFile, certFile, keyFile)
+	}
+	tests := []struct {
+		name string
+		conf map[string]any
+		want []string
+	}{
+		{"missing file", rpc(missing, key), []string{"tls.defaults.cert_file", missing}},
+		{"key of another certificate", rpc(cert, otherKey), []string{"tls.defaults.key_file", otherKey, "does not match"}},
+		{"expired certificate", rpc(expCert, expKey), []string{"tls.defaults.cert_file", expCert, "expired"}},
+		{"wrong server name", rpc(wrongCert, wrongKey), []string{"tls.defaults.cert_file", wrongCert, "server.dc1.consul"}},
+		{"deprecated key, missing CA", map[string]any{"ca_file": missing, "verify_incoming": true}, []string{"ca_file " + missing}},
+	}
+	ports := newPorts(t)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ap, err := harness.AllocateAgentPorts(ports)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+			defer cancel()
+			args := append([]string{"agent", "-dev", "-node", "bad",
+				"-http-port", strconv.Itoa(ap.HTTP), "-grpc-port", strconv.Itoa(ap.GRPC),
+				"-server-port", strconv.Itoa(ap.Server), "-serf-lan-port", strconv.Itoa(ap.SerfLAN), "-dns-port", "-1"},
+				configFile(t, "bad.json", tt.conf)...)
+			out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() == 0 {
+				t.Fatalf("agent exited with %v, want a non-zero status; output:\n%s", err, out)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(string(out), w) {
+					t.Errorf("output does not name %q:\n%s", w, out)
+				}
+			}
+		})
+	}
+}
