@@ -222,7 +222,9 @@ func (f *FSM) restoreInto(store *state.Store, r io.Reader, seen func(recordType)
 			seen(recordType(t))
 		}
 	}
-	restore.Commit()
+	if err := restore.Commit(); err != nil {
+		return fmt.Errorf("fsm: restore: %w", err)
+	}
 	return nil
 }
 

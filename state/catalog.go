@@ -296,8 +296,14 @@ func (tx *writeTxn) ensureService(node string, in *structs.NodeService) error {
 	if err := tx.bumpInstance(svc); err != nil {
 		return err
 	}
+	if err := tx.refreshWildcardsTxn(svc.Service, connectDestination(svc)); err != nil {
+		return err
+	}
 	if existing == nil {
 		return nil
+	}
+	if err := tx.refreshWildcardsTxn(existing.Service.Service, connectDestination(existing.Service)); err != nil {
+		return err
 	}
 	// The old name or Connect destination lost an instance.
 	if err := tx.bumpInstance(existing.Service); err != nil {
@@ -362,6 +368,9 @@ func (tx *writeTxn) deleteService(node, serviceID string) error {
 		return err
 	}
 	if err := tx.bumpInstance(row.Service); err != nil {
+		return err
+	}
+	if err := tx.refreshWildcardsTxn(row.Service.Service, connectDestination(row.Service)); err != nil {
 		return err
 	}
 	return tx.pruneServiceKeys(row.Service)

@@ -66,6 +66,33 @@ func (s *Store) CheckServiceNodes(ws memdb.WatchSet, service string, tags []stri
 	return idx, out, nil
 }
 
+// terminatingGatewayInstances lists the instances of the terminating
+// gateways that front service, in gateway order, with the index of the
+// last change to the links or to those gateways' health. It watches both.
+func terminatingGatewayInstances(tx *memdb.Txn, ws memdb.WatchSet, service string) ([]*serviceRow, uint64, error) {
+	links, err := serviceGatewaysTxn(tx, ws, service, structs.ServiceKindTerminatingGateway)
+	if err != nil {
+		return nil, 0, err
+	}
+	// The table's own index, not maxIndex's fallback to the store's last
+	// one: unlinking the service must move its index too.
+	idx, _ := indexValue(tx, nil, tableGatewayServices)
+	var out []*serviceRow
+	for _, l := range links {
+		rows, gidx, err := ownInstances(tx, ws, l.Gateway, false)
+		if err != nil {
+			return nil, 0, err
+		}
+		for _, r := range rows {
+			if r.Service.Kind == structs.ServiceKindTerminatingGateway {
+				out = append(out, r)
+			}
+		}
+		idx = max(idx, gidx)
+	}
+	return out, idx, nil
+}
+
 // NodeChecks lists every check registered on node (node and service level),
 // ordered by check ID.
 func (s *Store) NodeChecks(ws memdb.WatchSet, node string) (uint64, structs.HealthChecks, error) {

@@ -163,7 +163,24 @@ func (s *Store) ServiceNodes(ws memdb.WatchSet, service string, tags []string, c
 // endpoints) and the index covering their health results: the service's
 // (or Connect) key while it has instances, the services table otherwise,
 // which the write that removed the last instance moved.
+//
+// With connect, the instances of the terminating gateways fronting
+// service follow its own Connect endpoints: Consul appends them rather
+// than replacing, so that a service can move into the mesh with some
+// instances behind a gateway and some with sidecars.
 func serviceInstances(tx *memdb.Txn, ws memdb.WatchSet, service string, connect bool) ([]*serviceRow, uint64, error) {
+	rows, idx, err := ownInstances(tx, ws, service, connect)
+	if err != nil || !connect {
+		return rows, idx, err
+	}
+	gw, gidx, err := terminatingGatewayInstances(tx, ws, service)
+	if err != nil {
+		return nil, 0, err
+	}
+	return append(rows, gw...), max(idx, gidx), nil
+}
+
+func ownInstances(tx *memdb.Txn, ws memdb.WatchSet, service string, connect bool) ([]*serviceRow, uint64, error) {
 	index, key := indexService, serviceIndexKey(service)
 	if connect {
 		index, key = indexConnect, connectIndexKey(service)

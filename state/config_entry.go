@@ -152,6 +152,11 @@ func (tx *writeTxn) ensureConfigEntry(in structs.ConfigEntry) error {
 	if err := tx.Insert(tableConfigEntries, e); err != nil {
 		return fmt.Errorf("failed inserting config entry: %w", err)
 	}
+	if isGatewayEntryKind(e.GetKind()) {
+		if err := tx.syncGatewayTxn(e.GetName(), ""); err != nil {
+			return err
+		}
+	}
 	return tx.bumpIndex(tableConfigEntries, configEntryKindIndexKey(e.GetKind()))
 }
 
@@ -192,6 +197,11 @@ func (tx *writeTxn) deleteConfigEntry(kind, name string, cidx uint64, cas bool) 
 	}
 	if err := tx.Delete(tableConfigEntries, existing); err != nil {
 		return false, fmt.Errorf("failed removing config entry: %w", err)
+	}
+	if isGatewayEntryKind(kind) {
+		if err := tx.syncGatewayTxn(existing.GetName(), ""); err != nil {
+			return false, err
+		}
 	}
 	return true, tx.bumpIndex(tableConfigEntries, configEntryKindIndexKey(kind))
 }

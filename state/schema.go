@@ -135,6 +135,8 @@ func schema() *memdb.DBSchema {
 		tableRequests: requestsTableSchema(),
 		// Network coordinates (coordinates.go).
 		tableCoordinates: coordinatesTableSchema(),
+		// Which gateway fronts which service (gateway_services.go).
+		tableGatewayServices: gatewayServicesTableSchema(),
 		// Prepared queries (prepared_query.go).
 		tablePreparedQueries: preparedQueriesTableSchema(),
 	}}

@@ -133,8 +133,17 @@ func (s *Store) Restore() *Restore {
 	return &Restore{store: s, tx: s.db.Txn(true)}
 }
 
-// Commit makes everything restored visible at once.
-func (r *Restore) Commit() { r.tx.Commit() }
+// Commit makes everything restored visible at once, after deriving the
+// tables that snapshots do not carry (gateway_services.go). On error
+// nothing is committed and the restore is aborted.
+func (r *Restore) Commit() error {
+	if err := r.rebuildGatewayServices(); err != nil {
+		r.tx.Abort()
+		return err
+	}
+	r.tx.Commit()
+	return nil
+}
 
 // Abort drops everything restored.
 func (r *Restore) Abort() { r.tx.Abort() }

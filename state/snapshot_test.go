@@ -59,6 +59,7 @@ func richStore(t *testing.T) *Store {
 	caFixture(t, s, 33)          // connect_ca_test.go
 	configEntryFixture(t, s, 40) // config_entry_test.go
 	coordinateFixture(t, s, 45)  // coordinates_test.go
+	gatewayFixture(t, s, 46)     // gateway_services_test.go
 	must(t, s.PreparedQuerySet(48, &structs.PreparedQuery{ID: "pq1", Name: "web", Session: "del",
 		Service: structs.ServiceQuery{Service: "web", Tags: []string{"v1", "!v2"}, NodeMeta: map[string]string{"k": "v"}, Failover: structs.QueryFailoverOptions{NearestN: 2, Datacenters: []string{"dc2"}}},
 		DNS:     structs.QueryDNSOptions{TTL: "10s"}}))
@@ -156,7 +157,7 @@ func restoreFrom(t *testing.T, src *Store, indexesFirst bool) *Store {
 	if !indexesFirst {
 		restoreIndexes()
 	}
-	r.Commit()
+	must(t, r.Commit())
 	return dst
 }
 
@@ -184,7 +185,7 @@ func TestSnapshotRestoreRoundTrip(t *testing.T) {
 			t.Errorf("LastIndex %d, want %d", dst.LastIndex(), src.LastIndex())
 		}
 		// Reads answer the same on both, indexes included.
-		for _, svc := range []string{"web", "api", "database", "missing"} {
+		for _, svc := range []string{"web", "api", "database", "legacy", "missing"} {
 			for _, connect := range []bool{false, true} {
 				i1, r1, err1 := src.CheckServiceNodes(nil, svc, nil, connect)
 				i2, r2, err2 := dst.CheckServiceNodes(nil, svc, nil, connect)

@@ -79,6 +79,10 @@ type GatewayService struct {
 	KeyFile      string
 	SNI          string
 	FromWildcard bool
+	// AutoHostRewrite (terminating only) is the linked service's
+	// DisableAutoHostRewrite negated: the gateway rewrites the Host
+	// header of HTTP requests to the service's address.
+	AutoHostRewrite bool
 }
 
 // IndexedGatewayServices is the list of services of one gateway, in

@@ -195,6 +195,7 @@ func (s *Server) routes() *http.ServeMux {
 	handle("/v1/catalog/connect/", get, s.catalogConnectNodes)
 	handle("/v1/catalog/node/", get, s.catalogNodeServices)
 	handle("/v1/catalog/node-services/", get, s.catalogNodeServiceList)
+	handle("/v1/catalog/gateway-services/", get, s.catalogGatewayServices)
 
 	handle("/v1/health/service/", get, s.healthServiceNodes)
 	handle("/v1/health/connect/", get, s.healthConnectNodes)

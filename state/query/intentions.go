@@ -62,19 +62,17 @@ func IntentionUpstreams(ws memdb.WatchSet, st *state.Store, name string, default
 }
 
 // connectServices returns the sorted names of the services that have
-// Connect endpoints. Only the services table watch goes into ws: it fires
-// on every service write, which covers a service gaining or losing its
-// last endpoint.
+// Connect endpoints: sidecars, Connect-native instances, or a terminating
+// gateway fronting them (transparent proxies reach those through the
+// gateway, as in Consul). Only the services table and gateway-services
+// table watches go into ws: they fire on every service write, which
+// covers a service gaining or losing its last endpoint, and on every
+// link change.
 func connectServices(ws memdb.WatchSet, st *state.Store) (uint64, []string, error) {
-	return servicesWhere(ws, st, func(name string) (bool, error) {
-		_, nodes, err := st.ServiceNodes(nil, name, nil, true)
-		return len(nodes) > 0, err
-	})
-}
-
-// servicesWhere lists the service names keep accepts, sorted, without
-// "*" and "consul", watching the services table.
-func servicesWhere(ws memdb.WatchSet, st *state.Store, keep func(name string) (bool, error)) (uint64, []string, error) {
+	lidx, _, err := st.LinkedServices(ws, structs.ServiceKindTerminatingGateway)
+	if err != nil {
+		return 0, nil, err
+	}
 	idx, services, err := st.Services(ws, nil)
 	if err != nil {
 		return 0, nil, err
@@ -84,14 +82,14 @@ func servicesWhere(ws memdb.WatchSet, st *state.Store, keep func(name string) (b
 		if name == structs.WildcardSpecifier || name == structs.ConsulServiceName {
 			continue
 		}
-		ok, err := keep(name)
+		_, nodes, err := st.ServiceNodes(nil, name, nil, true)
 		if err != nil {
 			return 0, nil, err
 		}
-		if ok {
+		if len(nodes) > 0 {
 			names = append(names, name)
 		}
 	}
 	slices.Sort(names)
-	return idx, names, nil
+	return max(idx, lidx), names, nil
 }

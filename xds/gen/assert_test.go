@@ -2,11 +2,15 @@ package gen
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"testing"
 
+	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -102,4 +106,33 @@ func deprecatedFields(t *testing.T, res Resources) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// upstreamSNI is the SNI of a cluster's upstream TLS context.
+func upstreamSNI(t *testing.T, res Resources, cluster string) string {
+	t.Helper()
+	c, ok := res[ClusterType][cluster].(*clusterv3.Cluster)
+	if !ok {
+		t.Fatalf("no cluster %q", cluster)
+	}
+	var tls tlsv3.UpstreamTlsContext
+	if err := c.GetTransportSocket().GetTypedConfig().UnmarshalTo(&tls); err != nil {
+		t.Fatalf("cluster %q transport socket: %v", cluster, err)
+	}
+	return tls.GetSni()
+}
+
+// serverNamesInclude reports whether a filter chain of listener matches
+// the SNI name.
+func serverNamesInclude(res Resources, listener, name string) bool {
+	l, ok := res[ListenerType][listener].(*listenerv3.Listener)
+	if !ok {
+		return false
+	}
+	for _, fc := range l.GetFilterChains() {
+		if slices.Contains(fc.GetFilterChainMatch().GetServerNames(), name) {
+			return true
+		}
+	}
+	return false
 }

@@ -53,6 +53,14 @@ func plainInstances(service string, insts ...inst) structs.CheckServiceNodes {
 	return out
 }
 
+// terminatingGatewayNodes returns one instance of the terminating gateway
+// name, registered with its address on its own node.
+func terminatingGatewayNodes(name, addr string, port int) structs.CheckServiceNodes {
+	node := &structs.Node{Node: name + "-node", Address: addr, Datacenter: "dc1"}
+	svc := &structs.NodeService{Kind: structs.ServiceKindTerminatingGateway, ID: name, Service: name, Address: addr, Port: port}
+	return structs.CheckServiceNodes{{Node: node, Service: svc, Checks: checks(node.Node, svc.ID, "")}}
+}
+
 // meshGatewayNodes returns mesh gateways of a datacenter with lan and wan
 // tagged addresses.
 func meshGatewayNodes(dc string, lanWAN ...[2]string) structs.CheckServiceNodes {

@@ -255,6 +255,39 @@ func goldenCases() []goldenCase {
 			},
 		},
 		{
+			// Consul's sidecar dials a service behind a terminating
+			// gateway as any other upstream: the service's own SNI (the
+			// gateway's filter chain for it matches on that name) and its
+			// SPIFFE ID (the gateway presents the service's leaf); only the
+			// endpoints are the gateway's.
+			name:  "upstream-behind-terminating-gateway",
+			world: behindTerminatingWorld,
+			svc:   sidecar("web", structs.Upstream{DestinationName: "billing", LocalBindPort: 9393}),
+			want:  1,
+			check: func(t *testing.T, res Resources) {
+				sni := "billing.default.dc1.internal." + testTrustDomain
+				requireNames(t, res, ListenerType, "public_listener:10.0.0.1:21000", "billing:127.0.0.1:9393")
+				requireNames(t, res, ClusterType, "local_app", sni)
+				if got := strings.Join(endpointsOf(t, res, sni), " "); got != "10.0.0.50:8443/HEALTHY/1" {
+					t.Errorf("billing endpoints %s, want the gateway", got)
+				}
+				if got := upstreamSNI(t, res, sni); got != sni {
+					t.Errorf("billing cluster SNI %q, want %q", got, sni)
+				}
+				// The gateway's own configuration has a filter chain for
+				// exactly that name.
+				w := terminatingWorld()
+				gw := snapshot(t, w, gateway(structs.ServiceKindTerminatingGateway, "terminating", 8443), 2)
+				gres, err := Generate(gw)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !serverNamesInclude(gres, "default:10.0.0.50:8443", sni) {
+					t.Errorf("terminating gateway has no filter chain for %s", sni)
+				}
+			},
+		},
+		{
 			name:  "mesh-gateway",
 			world: meshGatewayWorld,
 			svc:   gateway(structs.ServiceKindMeshGateway, "mesh-gateway", 8443),

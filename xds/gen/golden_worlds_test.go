@@ -137,6 +137,15 @@ func terminatingWorld() *world {
 	return w
 }
 
+// behindTerminatingWorld is terminatingWorld seen from a sidecar: the
+// Connect endpoints of billing, linked to the gateway, are the gateway's
+// instance, as the store answers a Connect health read for it.
+func behindTerminatingWorld() *world {
+	w := terminatingWorld()
+	w.connect["billing/dc1"] = terminatingGatewayNodes("terminating", "10.0.0.50", 8443)
+	return w
+}
+
 func meshGatewayWorld() *world {
 	w := newWorld()
 	w.datacenters = []string{"dc1", "dc2", "dc3"}

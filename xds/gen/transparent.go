@@ -116,13 +116,16 @@ func (b *builder) transparentListener(cp *proxycfg.ConnectProxySnapshot, chains 
 
 // upstreamDestinations lists the IP destinations of an upstream's targets,
 // sorted: every instance address on the port its service listens on, and
-// virtual IPs.
+// virtual IPs. A terminating gateway standing for a target is not where
+// the application dials (it dials the service's own address, which only
+// a virtual IP stands for, as in Consul), and every service behind the
+// same gateway would claim its addresses: they are left out.
 func upstreamDestinations(u *proxycfg.UpstreamSnapshot) []dest {
 	set := map[dest]bool{}
 	for _, tid := range sortedKeys(u.Endpoints) {
 		for i := range u.Endpoints[tid] {
 			n := &u.Endpoints[tid][i]
-			if n.Service == nil {
+			if n.Service == nil || n.Service.Kind == structs.ServiceKindTerminatingGateway {
 				continue
 			}
 			for _, tag := range virtualAddressTags {
