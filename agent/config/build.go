@@ -184,6 +184,8 @@ func build(s *source, dev bool, opts LoadOptions) (*RuntimeConfig, []string, err
 	rc.Services = append(append([]Definition(nil), s.Service...), s.Services...)
 	rc.Checks = append(append([]Definition(nil), s.Check...), s.Checks...)
 
+	warnings = append(warnings, buildEncrypt(s, rc, &p)...)
+
 	buildPorts(s, rc, &p)
 	buildAddresses(s, rc, opts, &p)
 	buildDNS(s, rc, &p)
@@ -448,6 +450,9 @@ func checkPortConflicts(rc *RuntimeConfig, p *problems) {
 		{"ports.http", rc.Addresses.HTTP, rc.Ports.HTTP},
 		{"ports.server", []string{rc.Addresses.Bind}, rc.Ports.Server},
 		{"ports.serf_lan", []string{rc.Addresses.SerfLAN}, rc.Ports.SerfLAN},
+	}
+	if rc.ServerMode && rc.Ports.SerfWAN > 0 {
+		ls = append(ls, listener{"ports.serf_wan", []string{rc.Addresses.Bind}, rc.Ports.SerfWAN})
 	}
 	if rc.Ports.GRPC > 0 {
 		ls = append(ls, listener{"ports.grpc", rc.Addresses.GRPC, rc.Ports.GRPC})

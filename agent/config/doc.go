@@ -20,11 +20,16 @@
 // that are not Consul keys at all are rejected, as Consul rejects them.
 //
 // Keys that ask for protection Trellis does not provide yet (acl.enabled,
-// encrypt, the tls block and its deprecated top-level forms, auto_encrypt,
+// the tls block and its deprecated top-level forms, auto_encrypt,
 // auto_config, address and endpoint restrictions) are not warnings: when
 // their value asks for the protection, Load fails with
 // ErrProtectionNotProvided naming the key, so that no agent runs open while
 // its operator believes it protected. Values that only relax (false, "")
 // are accepted. A bare https or grpc_tls port is not refused: without TLS
 // material nothing is served there, so nothing is left open.
+//
+// Gossip encryption is served: encrypt (checked to be base64 of 16, 24 or
+// 32 bytes), encrypt_verify_incoming/outgoing, disable_keyring_file and
+// the -encrypt and -disable-keyring-file flags; a keyring file left in the
+// data dir by an earlier start wins over encrypt, with Consul's warning.
 package config

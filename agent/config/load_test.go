@@ -87,6 +87,7 @@ func TestLoadDefaults(t *testing.T) {
 		XDSUpdateMaxPerSecond:     250,
 		DNS: DNS{Domain: "consul.", RecursorTimeout: 2 * time.Second, AllowStale: true, MaxStale: 87600 * time.Hour,
 			UDPAnswerLimit: 3, NodeMetaTXT: true, SOA: SOA{Refresh: 3600, Retry: 600, Expire: 86400}},
+		Encrypt: Encrypt{VerifyIncoming: true, VerifyOutgoing: true},
 		Logging: Logging{Level: "info"},
 	}
 	if !reflect.DeepEqual(rc, want) {
@@ -517,9 +518,6 @@ func TestLoadRefusesProtectionNotProvided(t *testing.T) {
 	}{
 		{"acl enabled", nil, `{"acl": {"enabled": true, "default_policy": "deny"}}`, []string{"acl.enabled", "ACLs"}, ""},
 		{"legacy acl datacenter", nil, `{"acl_datacenter": "dc1"}`, []string{"acl_datacenter", "ACLs"}, ""},
-		{"gossip key", nil, `{"encrypt": "pUqJrVyVRj5jsiYEkM/tFQYfWyJIv4s3XkvDwy7Cu5s="}`, []string{"encrypt", "gossip encryption"}, ""},
-		{"gossip key flag", []string{"-encrypt", "pUqJrVyVRj5jsiYEkM/tFQYfWyJIv4s3XkvDwy7Cu5s="}, "", []string{"-encrypt", "the command line"}, ""},
-		{"gossip verification", nil, `{"encrypt_verify_incoming": true}`, []string{"encrypt_verify_incoming"}, ""},
 		{"tls block verification", nil, `{"tls": {"defaults": {"verify_incoming": true}}}`, []string{"tls.defaults.verify_incoming", "TLS"}, ""},
 		{"tls block material", nil, `{"tls": {"defaults": {"ca_file": "ca.pem", "cert_file": "c.pem", "key_file": "k.pem"}}}`,
 			[]string{"tls.defaults.ca_file", "tls.defaults.cert_file", "tls.defaults.key_file"}, ""},
@@ -537,7 +535,6 @@ func TestLoadRefusesProtectionNotProvided(t *testing.T) {
 		{"serf cidrs flag", []string{"-serf-lan-allowed-cidrs", "127.0.0.0/8"}, "", []string{"-serf-lan-allowed-cidrs"}, ""},
 		{"case-insensitive", nil, `{"ACL": {"Enabled": true}}`, []string{"acl.enabled"}, ""},
 		{"hcl: acl enabled", nil, "", []string{"acl.enabled", "ACLs"}, "acl {\n  enabled = true\n  default_policy = \"deny\"\n}"},
-		{"hcl: gossip key", nil, "", []string{"encrypt", "gossip encryption"}, `encrypt = "pUqJrVyVRj5jsiYEkM/tFQYfWyJIv4s3XkvDwy7Cu5s="`},
 		{"hcl: tls block", nil, "", []string{"tls.defaults.verify_incoming", "tls.defaults.ca_file", "TLS"},
 			"tls {\n  defaults {\n    verify_incoming = true\n    ca_file = \"ca.pem\"\n  }\n}"},
 		{"hcl: tls server hostname", nil, "", []string{"tls.internal_rpc.verify_server_hostname"}, `tls { internal_rpc { verify_server_hostname = true } }`},

@@ -51,7 +51,7 @@ func TestSchemaMatchesSource(t *testing.T) {
 	// the schema reports them as not implemented.
 	notServed := map[string]bool{
 		"addresses.https": true, "addresses.grpc_tls": true,
-		"ports.https": true, "ports.grpc_tls": true, "ports.serf_wan": true,
+		"ports.https": true, "ports.grpc_tls": true,
 	}
 	sort.Strings(fields)
 	sort.Strings(keys)
@@ -100,7 +100,7 @@ func TestClassify(t *testing.T) {
 		invalid []string
 	}{
 		{"honoured only", map[string]any{"node_name": "a", "ports": map[string]any{"http": 1.0}}, nil, nil},
-		{"case-insensitive", map[string]any{"Node_Name": "a", "PORTS": map[string]any{"Serf_Wan": 1.0}}, []string{"ports.serf_wan"}, nil},
+		{"case-insensitive", map[string]any{"Node_Name": "a", "PORTS": map[string]any{"Grpc_Tls": 1.0}}, []string{"ports.grpc_tls"}, nil},
 		{"empty values carry nothing", map[string]any{"segments": nil, "acl": map[string]any{"tokens": map[string]any{}}, "retry_join_wan": []any{}}, nil, nil},
 		{"noop", map[string]any{"version": "1.22.0", "disable_anonymous_signature": true}, nil, nil},
 		{"ignored blocks named once", map[string]any{"telemetry": map[string]any{"a": 1.0, "b": 2.0}, "watches": []any{map[string]any{"type": "x"}}}, []string{"telemetry", "watches"}, nil},

@@ -63,6 +63,12 @@ type source struct {
 	Check    definitions `json:"check"`
 	Checks   definitions `json:"checks"`
 
+	// Gossip encryption.
+	Encrypt               *string `json:"encrypt"`
+	EncryptVerifyIncoming *bool   `json:"encrypt_verify_incoming"`
+	EncryptVerifyOutgoing *bool   `json:"encrypt_verify_outgoing"`
+	DisableKeyringFile    *bool   `json:"disable_keyring_file"`
+
 	LogLevel           *string `json:"log_level"`
 	LogJSON            *bool   `json:"log_json"`
 	DisableUpdateCheck *bool   `json:"disable_update_check"`
@@ -89,6 +95,7 @@ type portsSource struct {
 	// Not served yet (see schema.go); parsed and validated all the same.
 	HTTPS   *int `json:"https"`
 	GRPCTLS *int `json:"grpc_tls"`
+	// SerfWAN is the servers' WAN pool.
 	SerfWAN *int `json:"serf_wan"`
 }
 
