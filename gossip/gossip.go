@@ -293,6 +293,15 @@ func (h *Holder) Coordinate() (*coordinate.Coordinate, error) {
 	return nil, ErrNotStarted
 }
 
+// KeyringOperation runs a keyring operation on the pool, or fails with
+// ErrNotStarted before Set.
+func (h *Holder) KeyringOperation(op KeyOp, key string, relayFactor uint8) (*serf.KeyResponse, error) {
+	if g := h.p.Load(); g != nil {
+		return g.KeyringOperation(op, key, relayFactor)
+	}
+	return nil, ErrNotStarted
+}
+
 // CachedCoordinate is another member's latest coordinate; none before Set.
 func (h *Holder) CachedCoordinate(node string) (*coordinate.Coordinate, bool) {
 	if g := h.p.Load(); g != nil {
