@@ -25,14 +25,6 @@ var (
 	ErrUnknownKeyOp = errors.New("gossip: unknown keyring operation")
 )
 
-// Keyring file names under the data dir, as Consul's (agent.SerfLANKeyring
-// and agent.SerfWANKeyring): an operator's existing data dir, and the
-// tools that read it, find them where they expect.
-const (
-	LANKeyringFile = "serf/local.keyring"
-	WANKeyringFile = "serf/remote.keyring"
-)
-
 // Encryption is a pool's gossip encryption. The zero value gossips in
 // plaintext.
 type Encryption struct {

@@ -133,7 +133,7 @@ func TestRollingEncryption(t *testing.T) {
 func TestKeyringRotation(t *testing.T) {
 	ports := testPorts(t, 3)
 	dir := t.TempDir()
-	file := func(name string) string { return filepath.Join(dir, name, LANKeyringFile) }
+	file := func(name string) string { return filepath.Join(dir, name, "serf/local.keyring") }
 	var nodes []*node
 	for i, name := range []string{"a", "b", "c"} {
 		n := newNode(t, name, ports[i], true, encrypted(key1, file(name)))
@@ -244,7 +244,7 @@ func TestKeyringSetup(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), LANKeyringFile)
+			path := filepath.Join(t.TempDir(), "serf/local.keyring")
 			if tt.file != nil {
 				if err := writeRaw(path, tt.file); err != nil {
 					t.Fatal(err)
