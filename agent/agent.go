@@ -12,7 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -69,6 +69,13 @@ type Agent struct {
 	gossip *gossip.Gossip
 	// members gives the server the member list once gossip has started.
 	members gossip.Holder
+	// wan is a server's WAN pool member (nil on clients and with
+	// ports.serf_wan -1); wanRing hands it to the server (wan.go).
+	wan      *gossip.Gossip
+	wanRing  gossip.Holder
+	wanFlood chan struct{}
+	// stopWAN ends the WAN flood-join goroutine.
+	stopWAN context.CancelFunc
 	// local is the agent's own services and checks.
 	local *localServices
 	// leaf issues and renews this agent's services' leaf certificates.
@@ -112,7 +119,10 @@ func New(cfg Config) (*Agent, error) {
 	}
 	logs := newLogHub()
 	return &Agent{rc: cfg.Runtime, logger: slog.New(logs.Handler(cfg.Logger.Handler())), logs: logs, reload: cfg.Reload, metrics: newRegistry(),
-		codec: structs.NewCodec(), events: userevent.NewBuffer(userevent.DefaultBufferSize)}, nil
+		codec: structs.NewCodec(), events: userevent.NewBuffer(userevent.DefaultBufferSize),
+		// Made before gossip starts, whose events trigger passes; nothing
+		// reads it on a client agent, where it stays full.
+		wanFlood: make(chan struct{}, 1)}, nil
 }
 
 // Start binds every listener, starts the server (if any), gossip and the
@@ -156,6 +166,9 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		return err
 	}
 	if err := a.startGossip(); err != nil {
+		return err
+	}
+	if err := a.startWAN(); err != nil {
 		return err
 	}
 	leaf, err := a.startConnect()
@@ -214,6 +227,8 @@ func (a *Agent) startServer() error {
 		DefaultIntentionPolicy: rc.IntentionDefaultPolicy,
 		Membership:             &a.members,
 		Coordinates:            &a.members,
+		LANKeyring:             &a.members,
+		WANKeyring:             a.wanKeyring(),
 		Metrics:                a.metrics,
 		// As Consul's -dev: coordinates show up within a report interval.
 		CoordinateUpdatePeriod: devDuration(rc.DevMode, 100*time.Millisecond),
@@ -242,9 +257,8 @@ func (a *Agent) startGossip() error {
 	} else {
 		tags = gossip.ClientTags(rc.Datacenter, rc.NodeID, version.ConsulVersion)
 	}
-	snapDir := ""
-	if rc.DataDir != "" && !rc.DevMode {
-		snapDir = filepath.Join(rc.DataDir, "serf")
+	if rc.ServerMode && rc.Ports.SerfWAN > 0 {
+		tags[gossip.TagWANJoinPort] = strconv.Itoa(rc.Ports.SerfWAN)
 	}
 	g, err := gossip.New(gossip.Config{
 		Logger:           a.logger,
@@ -255,8 +269,9 @@ func (a *Agent) startGossip() error {
 		AdvertisePort:    rc.Ports.SerfLAN,
 		Tags:             tags,
 		ReconnectTimeout: rc.ReconnectTimeout,
-		SnapshotDir:      snapDir,
+		SnapshotDir:      a.serfDir(),
 		OnEvent:          a.onSerfEvent,
+		Encryption:       a.encryption(config.LANKeyringFile),
 	})
 	if err != nil {
 		return err
@@ -281,6 +296,7 @@ func (a *Agent) onSerfEvent(ev serf.Event) {
 	}
 	if a.server != nil {
 		a.server.MemberEvent(me)
+		a.triggerWANFlood()
 	}
 	if a.router != nil {
 		a.router.Update(a.gossip.Members())
@@ -450,6 +466,11 @@ func (a *Agent) Leave(ctx context.Context) error {
 			errs = append(errs, fmt.Errorf("serf leave: %w", err))
 		}
 	}
+	if a.wan != nil {
+		if err := a.wan.Leave(); err != nil {
+			errs = append(errs, fmt.Errorf("serf WAN leave: %w", err))
+		}
+	}
 	return errors.Join(errs...)
 }
 
@@ -479,6 +500,9 @@ func (a *Agent) Shutdown() error {
 			a.stopCoordinates()
 		}
 		a.stopWatches()
+		if a.stopWAN != nil {
+			a.stopWAN()
+		}
 		// Monitor streams never end by themselves: end them before the
 		// HTTP servers wait for their requests.
 		a.logs.Close()
@@ -516,6 +540,11 @@ func (a *Agent) Shutdown() error {
 		}
 		if a.gossip != nil {
 			if err := a.gossip.Shutdown(); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		if a.wan != nil {
+			if err := a.wan.Shutdown(); err != nil {
 				errs = append(errs, err)
 			}
 		}

@@ -42,6 +42,12 @@ type Config struct {
 	SnapshotDir string
 	// OnEvent receives every Serf event, in order, from one goroutine.
 	OnEvent func(serf.Event)
+	// WAN makes this a member of the WAN pool, which only servers join:
+	// memberlist's WAN timings, and its snapshot kept as remote.snapshot
+	// (Consul's names) so that it never mixes with the LAN one.
+	WAN bool
+	// Encryption is the pool's gossip key and keyring file.
+	Encryption Encryption
 }
 
 // Gossip is a running Serf LAN member and the goroutines it owns.
@@ -81,6 +87,27 @@ func New(cfg Config) (*Gossip, error) {
 	stdLog := log.New(&levelWriter{logger: cfg.Logger.With("component", "serf")}, "", 0)
 	sc.Logger = stdLog
 	mc := memberlist.DefaultLANConfig()
+	snapshotName := "local.snapshot"
+	if cfg.WAN {
+		mc = memberlist.DefaultWANConfig()
+		snapshotName = "remote.snapshot"
+	}
+	ring, keyIgnored, err := cfg.Encryption.keyring()
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	if ring != nil {
+		mc.Keyring = ring
+		mc.GossipVerifyIncoming = !cfg.Encryption.AcceptPlaintext
+		mc.GossipVerifyOutgoing = !cfg.Encryption.SendPlaintext
+		// Serf rewrites the file after every install, use and remove.
+		sc.KeyringFile = cfg.Encryption.KeyringFile
+	}
+	if keyIgnored {
+		cfg.Logger.Warn("keyring doesn't include key provided with -encrypt, using keyring",
+			"keyring", cfg.Encryption.KeyringFile)
+	}
 	mc.Name = cfg.NodeName
 	mc.BindAddr = cfg.BindAddr
 	mc.BindPort = cfg.BindPort
@@ -93,7 +120,7 @@ func New(cfg Config) (*Gossip, error) {
 			cancel()
 			return nil, fmt.Errorf("gossip: snapshot dir: %w", err)
 		}
-		sc.SnapshotPath = filepath.Join(cfg.SnapshotDir, "local.snapshot")
+		sc.SnapshotPath = filepath.Join(cfg.SnapshotDir, snapshotName)
 	}
 	s, err := serf.Create(sc)
 	if err != nil {
@@ -262,6 +289,15 @@ var ErrNotStarted = errors.New("gossip: not started")
 func (h *Holder) Coordinate() (*coordinate.Coordinate, error) {
 	if g := h.p.Load(); g != nil {
 		return g.Coordinate()
+	}
+	return nil, ErrNotStarted
+}
+
+// KeyringOperation runs a keyring operation on the pool, or fails with
+// ErrNotStarted before Set.
+func (h *Holder) KeyringOperation(op KeyOp, key string, relayFactor uint8) (*serf.KeyResponse, error) {
+	if g := h.p.Load(); g != nil {
+		return g.KeyringOperation(op, key, relayFactor)
 	}
 	return nil, ErrNotStarted
 }

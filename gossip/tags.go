@@ -23,6 +23,9 @@ const (
 	TagBuild     = "build"
 	TagVsn       = "vsn"
 	TagRaftVsn   = "raft_vsn"
+	// TagWANJoinPort is a server's Serf WAN port, by which the other
+	// servers of its datacenter join it to the WAN pool.
+	TagWANJoinPort = "wan_join_port"
 
 	RoleServer = "consul"
 	RoleClient = "node"
@@ -82,6 +85,19 @@ func ServerTags(dc, nodeID string, port, expect int, bootstrap bool, build strin
 		t[TagBootstrap] = "1"
 	}
 	return t
+}
+
+// WANJoinAddr is the WAN pool address a LAN server member advertises, if
+// any.
+func WANJoinAddr(m serf.Member) (string, bool) {
+	if m.Tags[TagRole] != RoleServer {
+		return "", false
+	}
+	port, err := strconv.Atoi(m.Tags[TagWANJoinPort])
+	if err != nil || port <= 0 || port > 65535 {
+		return "", false
+	}
+	return net.JoinHostPort(m.Addr.String(), strconv.Itoa(port)), true
 }
 
 // ClientTags builds the tags a client agent advertises.

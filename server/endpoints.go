@@ -51,6 +51,11 @@ func (s *Server) endpointTable() map[string]endpoint {
 	// The datacenter map is this server's own gossip view.
 	servedHere(t, structs.MethodCoordinateListDatacenters)
 
+	// Gossip keyrings are each member's own: any server runs the
+	// operation across its pools (keyring_endpoint.go).
+	handle(t, structs.MethodInternalKeyringOperation, s.keyringOperation)
+	servedHere(t, structs.MethodInternalKeyringOperation)
+
 	handle(t, structs.MethodConnectCARoots, s.connectCARoots)
 	handle(t, structs.MethodConnectCAConfigurationGet, s.connectCAConfigurationGet)
 	handle(t, structs.MethodConnectCAConfigurationSet, s.connectCAConfigurationSet)

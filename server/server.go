@@ -62,6 +62,10 @@ type Config struct {
 	ReconcileInterval time.Duration
 	// Membership may be nil for a server that gossips with no one.
 	Membership Membership
+	// LANKeyring and WANKeyring run keyring operations on the agent's
+	// pools (Internal.KeyringOperation); nil for a pool the agent has not.
+	LANKeyring Keyring
+	WANKeyring Keyring
 	// Coordinates is the agent's Serf coordinate view, for
 	// Coordinate.ListDatacenters; nil lists the servers without
 	// coordinates.

@@ -126,6 +126,7 @@ func Methods() []MethodInfo {
 		MethodServicesByKind,
 		MethodSnapshotSave,
 		MethodSnapshotRestore,
+		MethodInternalKeyringOperation,
 		MethodPreparedQueryApply,
 		MethodPreparedQueryGet,
 		MethodPreparedQueryList,

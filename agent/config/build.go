@@ -186,6 +186,8 @@ func build(s *source, dev bool, opts LoadOptions) (*RuntimeConfig, []string, err
 	rc.Checks = append(append([]Definition(nil), s.Check...), s.Checks...)
 	rc.Watches = append([]map[string]any(nil), s.Watches...)
 
+	warnings = append(warnings, buildEncrypt(s, rc, &p)...)
+
 	buildPorts(s, rc, &p)
 	buildAddresses(s, rc, opts, &p)
 	buildDNS(s, rc, &p)
@@ -461,6 +463,9 @@ func checkPortConflicts(rc *RuntimeConfig, p *problems) {
 	}
 	if rc.Ports.GRPCTLS > 0 && rc.TLS.GRPC.CertFile != "" {
 		ls = append(ls, listener{"ports.grpc_tls", rc.Addresses.GRPCTLS, rc.Ports.GRPCTLS})
+	}
+	if rc.ServerMode && rc.Ports.SerfWAN > 0 {
+		ls = append(ls, listener{"ports.serf_wan", []string{rc.Addresses.Bind}, rc.Ports.SerfWAN})
 	}
 	if rc.Ports.GRPC > 0 {
 		ls = append(ls, listener{"ports.grpc", rc.Addresses.GRPC, rc.Ports.GRPC})

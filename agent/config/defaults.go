@@ -120,6 +120,11 @@ func defaultSource() *source {
 		LogLevel:           ptr(DefaultLogLevel),
 		LogJSON:            ptr(false),
 		DisableUpdateCheck: ptr(false),
+		// Consul's: once encrypted, plaintext is refused both ways; the
+		// rolling upgrade turns these off for its duration.
+		EncryptVerifyIncoming: ptr(true),
+		EncryptVerifyOutgoing: ptr(true),
+		DisableKeyringFile:    ptr(false),
 	}
 }
 

@@ -32,4 +32,9 @@
 // are accepted. A bare https or grpc_tls port is not refused: without a
 // certificate nothing is served there (a warning says so), so nothing is
 // left open.
+//
+// Gossip encryption is served: encrypt (checked to be base64 of 16, 24 or
+// 32 bytes), encrypt_verify_incoming/outgoing, disable_keyring_file and
+// the -encrypt and -disable-keyring-file flags; a keyring file left in the
+// data dir by an earlier start wins over encrypt, with Consul's warning.
 package config

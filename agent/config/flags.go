@@ -35,7 +35,7 @@ type flagValues struct {
 // accepts and reports instead of failing on them.
 func ignoredBoolFlags() []string {
 	return []string{
-		"auto-reload-config", "disable-host-node-id", "disable-keyring-file",
+		"auto-reload-config", "disable-host-node-id",
 		"enable-local-script-checks", "enable-script-checks", "non-voting-server",
 		"read-replica", "rejoin", "syslog", "ui",
 	}
@@ -57,16 +57,10 @@ func ignoredValueFlags() []string {
 // Trellis does not provide yet to that protection.
 func refusedFlags() map[string]string {
 	return map[string]string{
-		"encrypt":                "gossip encryption",
 		"allow-write-http-from":  "HTTP endpoint restrictions",
 		"serf-lan-allowed-cidrs": "gossip address restrictions",
 		"serf-wan-allowed-cidrs": "gossip address restrictions",
 	}
-}
-
-// notServedPortFlags set ports Trellis parses but has no listener for.
-func notServedPortFlags() []string {
-	return []string{"serf-wan-port"}
 }
 
 // newFlagSet defines the agent flags with Consul's names over fv.
@@ -103,7 +97,9 @@ func newFlagSet(fv *flagValues, output io.Writer) *flag.FlagSet {
 	fs.Var(stringSlice{&s.Recursors}, "recursor", "Address of an upstream DNS server. Can be specified multiple times.")
 	fs.Var(intPtr{&s.Ports.HTTPS}, "https-port", "Sets the HTTPS API port (-1 disables it; needs tls.https.cert_file).")
 	fs.Var(intPtr{&s.Ports.GRPCTLS}, "grpc-tls-port", "Sets the gRPC-TLS (xDS) port (-1 disables it; needs tls.grpc.cert_file).")
-	fs.Var(intPtr{&s.Ports.SerfWAN}, "serf-wan-port", "Sets the Serf WAN port (not used by Trellis).")
+	fs.Var(intPtr{&s.Ports.SerfWAN}, "serf-wan-port", "Sets the Serf WAN port of a server; -1 disables the WAN pool.")
+	fs.Var(stringPtr{&s.Encrypt}, "encrypt", "Provides the gossip encryption key (base64 of 16, 24 or 32 bytes, as from `trellis keygen`).")
+	fs.Var(boolPtr{&s.DisableKeyringFile}, "disable-keyring-file", "Disables the backing up of the keyring to a file.")
 	fs.Var(stringSlice{&s.RetryJoin}, "retry-join", "Address of an agent to join at start time with retries enabled. Can be specified multiple times.")
 	fs.Var(stringSlice{&s.StartJoin}, "join", "Deprecated: use -retry-join. Can be specified multiple times.")
 	fs.Var(stringPtr{&s.RetryInterval}, "retry-interval", "Time to wait between join attempts.")
@@ -143,11 +139,6 @@ func parseFlags(args []string, output io.Writer) (*flagValues, error) {
 		return nil, fmt.Errorf("%w: unexpected arguments: %s", ErrInvalidFlag, strings.Join(rest, " "))
 	}
 	fs.Visit(func(f *flag.Flag) {
-		for _, n := range notServedPortFlags() {
-			if f.Name == n {
-				fv.ignored = append(fv.ignored, "-"+n)
-			}
-		}
 		if f.Name == "join" {
 			fv.deprecated = append(fv.deprecated, "the -join flag is deprecated: use -retry-join instead")
 		}

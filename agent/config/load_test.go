@@ -87,6 +87,7 @@ func TestLoadDefaults(t *testing.T) {
 		XDSUpdateMaxPerSecond:     250,
 		DNS: DNS{Domain: "consul.", RecursorTimeout: 2 * time.Second, AllowStale: true, MaxStale: 87600 * time.Hour,
 			UDPAnswerLimit: 3, NodeMetaTXT: true, SOA: SOA{Refresh: 3600, Retry: 600, Expire: 86400}},
+		Encrypt: Encrypt{VerifyIncoming: true, VerifyOutgoing: true},
 		Logging: Logging{Level: "info"},
 		TLS:     TLS{ServerName: "server.dc1.consul"},
 	}
@@ -518,9 +519,6 @@ func TestLoadRefusesProtectionNotProvided(t *testing.T) {
 	}{
 		{"acl enabled", nil, `{"acl": {"enabled": true, "default_policy": "deny"}}`, []string{"acl.enabled", "ACLs"}, ""},
 		{"legacy acl datacenter", nil, `{"acl_datacenter": "dc1"}`, []string{"acl_datacenter", "ACLs"}, ""},
-		{"gossip key", nil, `{"encrypt": "pUqJrVyVRj5jsiYEkM/tFQYfWyJIv4s3XkvDwy7Cu5s="}`, []string{"encrypt", "gossip encryption"}, ""},
-		{"gossip key flag", []string{"-encrypt", "pUqJrVyVRj5jsiYEkM/tFQYfWyJIv4s3XkvDwy7Cu5s="}, "", []string{"-encrypt", "the command line"}, ""},
-		{"gossip verification", nil, `{"encrypt_verify_incoming": true}`, []string{"encrypt_verify_incoming"}, ""},
 		{"auto_encrypt on a client", nil, `{"auto_encrypt": {"tls": true}}`, []string{"auto_encrypt.tls", "auto_encrypt"}, ""},
 		{"auto_encrypt on a server", nil, `{"auto_encrypt": {"allow_tls": true}}`, []string{"auto_encrypt.allow_tls"}, ""},
 		{"auto_config", nil, `{"auto_config": {"enabled": true, "intro_token": "x"}}`, []string{"auto_config.enabled", "auto_config.intro_token"}, ""},
@@ -531,7 +529,6 @@ func TestLoadRefusesProtectionNotProvided(t *testing.T) {
 		{"serf cidrs flag", []string{"-serf-lan-allowed-cidrs", "127.0.0.0/8"}, "", []string{"-serf-lan-allowed-cidrs"}, ""},
 		{"case-insensitive", nil, `{"ACL": {"Enabled": true}}`, []string{"acl.enabled"}, ""},
 		{"hcl: acl enabled", nil, "", []string{"acl.enabled", "ACLs"}, "acl {\n  enabled = true\n  default_policy = \"deny\"\n}"},
-		{"hcl: gossip key", nil, "", []string{"encrypt", "gossip encryption"}, `encrypt = "pUqJrVyVRj5jsiYEkM/tFQYfWyJIv4s3XkvDwy7Cu5s="`},
 		{"hcl: auto_encrypt", nil, "", []string{"auto_encrypt.tls"}, `auto_encrypt { tls = true }`},
 		{"hcl: auto_config", nil, "", []string{"auto_config.enabled"}, `auto_config { enabled = true }`},
 		{"hcl: write restriction", nil, "", []string{"http_config.allow_write_http_from"}, `http_config { allow_write_http_from = ["127.0.0.0/8"] }`},

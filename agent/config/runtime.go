@@ -2,6 +2,7 @@ package config
 
 import (
 	"net"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -103,6 +104,9 @@ type RuntimeConfig struct {
 	// dns_config); it listens on Addresses.DNS and Ports.DNS.
 	DNS DNS
 
+	// Encrypt is gossip encryption.
+	Encrypt Encrypt
+
 	// Logging sets the agent's log output.
 	Logging Logging
 
@@ -178,7 +182,9 @@ type Ports struct {
 	// over TLS (tls.grpc). Both default to -1: off.
 	HTTPS   int
 	GRPCTLS int
-	SerfWAN int // default 8302
+	// SerfWAN is a server's WAN pool port (default 8302, -1 for none);
+	// client agents have no WAN pool.
+	SerfWAN int
 }
 
 // Limits bound request sizes.
@@ -230,6 +236,39 @@ type DNS struct {
 // SOA is dns_config.soa.
 type SOA struct {
 	Refresh, Retry, Expire, MinTTL uint32
+}
+
+// Encrypt is gossip encryption: Consul's encrypt, encrypt_verify_incoming,
+// encrypt_verify_outgoing and disable_keyring_file.
+type Encrypt struct {
+	// Key is the base64 gossip key ("" for none), already checked to be
+	// 16, 24 or 32 bytes.
+	Key string
+	// VerifyIncoming refuses plaintext gossip, VerifyOutgoing never sends
+	// it (both default true; off only while a rolling upgrade turns
+	// encryption on).
+	VerifyIncoming bool
+	VerifyOutgoing bool
+	// DisableKeyringFile keeps the keyring in memory only: Key is the one
+	// key at every start, and keyring changes are lost on restart.
+	DisableKeyringFile bool
+}
+
+// Keyring file names under the data dir (Consul's SerfLANKeyring and
+// SerfWANKeyring).
+const (
+	LANKeyringFile = "serf/local.keyring"
+	WANKeyringFile = "serf/remote.keyring"
+)
+
+// KeyringPath is where the pool's keyring is persisted (file is
+// LANKeyringFile or WANKeyringFile), or "" when it is not: with
+// disable_keyring_file, in -dev, and without a data dir.
+func (c *RuntimeConfig) KeyringPath(file string) string {
+	if c.Encrypt.DisableKeyringFile || c.DevMode || c.DataDir == "" {
+		return ""
+	}
+	return filepath.Join(c.DataDir, file)
 }
 
 // Logging sets the agent's log output.

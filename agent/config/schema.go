@@ -15,13 +15,13 @@ const (
 	// keyNoop: Consul accepts the key but nothing needs doing in Trellis,
 	// either because Consul itself ignores user values for it (version,
 	// revision, ...) or because Trellis never does what it would disable
-	// (update checks, anonymous signatures, remote exec, a keyring file).
+	// (update checks, anonymous signatures, remote exec).
 	keyNoop
 	// keyIgnored: a Consul key that Trellis does not implement. It is
 	// accepted, and named in the start-up warning when it carries a value.
 	keyIgnored
 	// keyRefused: a Consul key that asks for protection (ACLs, TLS, gossip
-	// encryption, address restrictions) Trellis does not provide yet. A
+	// address restrictions) Trellis does not provide yet. A
 	// value that asks for it (true, a non-empty string or list, a non-zero
 	// number) is a start-up error naming the key: running unprotected
 	// while the operator believes otherwise is worse than not running. A
@@ -135,7 +135,7 @@ func consulKeys() *keyNode {
 			"dns":              honoured(),
 			"https":            honoured(),
 			"grpc_tls":         honoured(),
-			"serf_wan":         ignored(), // single datacenter: no WAN pool
+			"serf_wan":         honoured(), // servers' WAN pool; -1 turns it off
 			"proxy_min_port":   ignored(),
 			"proxy_max_port":   ignored(),
 			"expose_min_port":  ignored(),
@@ -214,7 +214,12 @@ func consulKeys() *keyNode {
 		"disable_update_check":        honoured(),
 		"disable_anonymous_signature": noop(),
 		"disable_remote_exec":         noop(),
-		"disable_keyring_file":        noop(),
+
+		// Gossip encryption (gossip/keyring.go).
+		"encrypt":                 honoured(),
+		"encrypt_verify_incoming": honoured(),
+		"encrypt_verify_outgoing": honoured(),
+		"disable_keyring_file":    honoured(),
 
 		// Consul's non-user-configurable values: Consul overwrites whatever a
 		// file says (sdk/testutil writes "version"), so ignoring them is exact.
@@ -311,7 +316,6 @@ func consulKeys() *keyNode {
 
 	// Settings that ask for protection Trellis does not provide yet: refused
 	// when they ask for it, so that a production config never runs open.
-	with(top, refusedAll("gossip encryption", "encrypt", "encrypt_verify_incoming", "encrypt_verify_outgoing"))
 	with(top, refusedAll("gossip address restrictions", "serf_lan_allowed_cidrs", "serf_wan_allowed_cidrs"))
 	// Legacy ACLs were switched on by naming the ACL datacenter.
 	with(top, refusedAll("ACLs", "acl_datacenter"))

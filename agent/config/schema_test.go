@@ -54,7 +54,6 @@ func TestSchemaMatchesSource(t *testing.T) {
 	// Fields parsed and validated for listeners Trellis does not open yet:
 	// the schema reports them as not implemented.
 	notServed := map[string]bool{
-		"ports.serf_wan": true,
 		// The tls blocks share one source type; verify_outgoing is read
 		// from defaults and internal_rpc only, verify_server_hostname
 		// from internal_rpc only (Consul rejects it elsewhere).
@@ -109,7 +108,7 @@ func TestClassify(t *testing.T) {
 		invalid []string
 	}{
 		{"honoured only", map[string]any{"node_name": "a", "ports": map[string]any{"http": 1.0}}, nil, nil},
-		{"case-insensitive", map[string]any{"Node_Name": "a", "PORTS": map[string]any{"Serf_Wan": 1.0}}, []string{"ports.serf_wan"}, nil},
+		{"case-insensitive", map[string]any{"Node_Name": "a", "PORTS": map[string]any{"Grpc_Tls": 1.0}, "Addresses": map[string]any{"DNS": "127.0.0.1"}, "Raft_Trailing_Logs": 5.0}, []string{"raft_trailing_logs"}, nil},
 		{"empty values carry nothing", map[string]any{"segments": nil, "acl": map[string]any{"tokens": map[string]any{}}, "retry_join_wan": []any{}}, nil, nil},
 		{"noop", map[string]any{"version": "1.22.0", "disable_anonymous_signature": true}, nil, nil},
 		{"ignored blocks named once", map[string]any{"telemetry": map[string]any{"a": 1.0, "b": 2.0}, "ui_config": map[string]any{"enabled": true}}, []string{"telemetry", "ui_config"}, nil},

@@ -71,6 +71,11 @@ type source struct {
 	// belong to consul/api's watch package, which the agent parses them
 	// with (agent/watches).
 	Watches []map[string]any `json:"watches"`
+	// Gossip encryption.
+	Encrypt               *string `json:"encrypt"`
+	EncryptVerifyIncoming *bool   `json:"encrypt_verify_incoming"`
+	EncryptVerifyOutgoing *bool   `json:"encrypt_verify_outgoing"`
+	DisableKeyringFile    *bool   `json:"disable_keyring_file"`
 
 	LogLevel           *string `json:"log_level"`
 	LogJSON            *bool   `json:"log_json"`
@@ -94,9 +99,10 @@ type portsSource struct {
 	SidecarMinPort *int `json:"sidecar_min_port"`
 	SidecarMaxPort *int `json:"sidecar_max_port"`
 	DNS            *int `json:"dns"`
-	HTTPS          *int `json:"https"`
-	GRPCTLS        *int `json:"grpc_tls"`
-	SerfWAN        *int `json:"serf_wan"`
+	HTTPS   *int `json:"https"`
+	GRPCTLS *int `json:"grpc_tls"`
+	// SerfWAN is the servers' WAN pool.
+	SerfWAN *int `json:"serf_wan"`
 }
 
 type localitySource struct {

@@ -194,7 +194,7 @@ func TestLoadTestutilConfig(t *testing.T) {
 	}{
 		{
 			name:    "defaults",
-			ignored: []string{"peering.enabled", "ports.serf_wan"},
+			ignored: []string{"peering.enabled"},
 			noWarned: []string{"version", "segments", "acl", "addresses", "disable_update_check",
 				"skip_leave_on_interrupt", "connect"},
 			checks: []check{func(t *testing.T, rc *RuntimeConfig, _ []string) {
@@ -238,7 +238,7 @@ func TestLoadTestutilConfig(t *testing.T) {
 				c.Audit = &tuAudit{Enabled: true}
 			},
 			ignored: []string{"acl.tokens.master", "audit",
-				"peering.enabled", "ports.serf_wan", "segments"},
+				"peering.enabled", "segments"},
 			checks: []check{func(t *testing.T, rc *RuntimeConfig, _ []string) {
 				if rc.Datacenter != "dc2" || rc.NodeMeta["rack"] != "r1" {
 					t.Errorf("dc=%q meta=%v", rc.Datacenter, rc.NodeMeta)

@@ -219,6 +219,7 @@ func (s *Server) routes() *http.ServeMux {
 	handle("/v1/operator/raft/configuration", get, s.operatorRaftConfiguration)
 	handle("/v1/operator/raft/peer", []string{http.MethodDelete}, s.operatorRaftPeer)
 	handle("/v1/operator/autopilot/health", get, s.operatorAutopilotHealth)
+	handle("/v1/operator/keyring", []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete}, s.operatorKeyring)
 	handle("/v1/snapshot", []string{http.MethodGet, http.MethodPut}, s.snapshot) // snapshot.go
 
 	handle("/v1/connect/ca/roots", get, s.connectCARoots)

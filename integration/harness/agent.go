@@ -46,15 +46,18 @@ type AgentPorts struct {
 	// DNS is the DNS interface's port (UDP and TCP); 0 passes -dns-port
 	// -1, so that no agent takes Consul's default 8600.
 	DNS int
+	// SerfWAN is a server's Serf WAN port; 0 passes -serf-wan-port -1,
+	// so that no server takes Consul's default 8302.
+	SerfWAN int
 }
 
-// AllocateAgentPorts takes the five ports of one agent from the allocator.
+// AllocateAgentPorts takes the six ports of one agent from the allocator.
 func AllocateAgentPorts(a *PortAllocator) (AgentPorts, error) {
-	ps, err := a.Ports(5)
+	ps, err := a.Ports(6)
 	if err != nil {
 		return AgentPorts{}, err
 	}
-	return AgentPorts{HTTP: ps[0], GRPC: ps[1], Server: ps[2], SerfLAN: ps[3], DNS: ps[4]}, nil
+	return AgentPorts{HTTP: ps[0], GRPC: ps[1], Server: ps[2], SerfLAN: ps[3], DNS: ps[4], SerfWAN: ps[5]}, nil
 }
 
 // AgentConfig is everything needed to run one `trellis agent`.
@@ -70,7 +73,7 @@ type AgentConfig struct {
 	// LogPath receives stdout and stderr.
 	LogPath string
 	// Ports are passed as -http-port, -grpc-port, -server-port,
-	// -serf-lan-port and -dns-port.
+	// -serf-lan-port, -dns-port and -serf-wan-port.
 	Ports AgentPorts
 	// BootstrapExpect is -bootstrap-expect for servers (ignored otherwise).
 	BootstrapExpect int
@@ -109,6 +112,7 @@ func (c AgentConfig) Args() []string {
 		"-server-port", strconv.Itoa(c.Ports.Server),
 		"-serf-lan-port", strconv.Itoa(c.Ports.SerfLAN),
 		"-dns-port", strconv.Itoa(cmp.Or(c.Ports.DNS, -1)),
+		"-serf-wan-port", strconv.Itoa(cmp.Or(c.Ports.SerfWAN, -1)),
 	)
 	for _, j := range c.RetryJoin {
 		args = append(args, "-retry-join", j)

@@ -50,6 +50,7 @@ type fakeConfig struct {
 	ServerPort      int
 	SerfLANPort     int
 	DNSPort         int
+	SerfWANPort     int
 	RetryJoin       []string
 	LogLevel        string
 	ConfigFiles     []string
@@ -81,6 +82,7 @@ func parseFakeAgent(args []string) (fakeConfig, error) {
 	fs.IntVar(&c.ServerPort, "server-port", 0, "")
 	fs.IntVar(&c.SerfLANPort, "serf-lan-port", 0, "")
 	fs.IntVar(&c.DNSPort, "dns-port", 0, "")
+	fs.IntVar(&c.SerfWANPort, "serf-wan-port", 0, "")
 	fs.Var((*repeated)(&c.RetryJoin), "retry-join", "")
 	fs.StringVar(&c.LogLevel, "log-level", "", "")
 	fs.Var((*repeated)(&c.ConfigFiles), "config-file", "")

@@ -95,6 +95,8 @@ func commands() map[string]command {
 		"intention list":            {"List connect intentions", runIntentionList},
 		"intention match":           {"Show intentions that match a source or destination.", runIntentionMatch},
 		"join":                      {"Tell a Trellis agent to join the cluster", runJoin},
+		"keygen":                    {"Generates a new encryption key", runKeygen},
+		"keyring":                   {"Manages gossip layer encryption keys", runKeyring},
 		"kv":                        {"Interact with the key-value store", nil},
 		"kv delete":                 {"Removes data from the KV store", runKVDelete},
 		"kv export":                 {"Exports part of the KV tree in JSON format", runKVExport},
