@@ -194,6 +194,11 @@ func TestKeyringRotation(t *testing.T) {
 	if err := c.Shutdown(); err != nil {
 		t.Fatal(err)
 	}
+	// The other members keep sending c's address the key queries above
+	// until they time out, and serf (v0.10.4) answers a query that
+	// arrives while Create is still running with a memberlist it has not
+	// stored yet: a data race in the library. Restart once they are over.
+	time.Sleep(nodes[0].serf.DefaultQueryTimeout())
 	logs := &lockedRecords{}
 	c2 := newNode(t, "c", c.port, true, encrypted(key1, file("c")), func(cfg *Config) { cfg.Logger = logs.logger() })
 	if _, err := c2.Join([]string{nodes[0].addr}, 0); err != nil {

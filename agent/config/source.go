@@ -99,8 +99,8 @@ type portsSource struct {
 	SidecarMinPort *int `json:"sidecar_min_port"`
 	SidecarMaxPort *int `json:"sidecar_max_port"`
 	DNS            *int `json:"dns"`
-	HTTPS   *int `json:"https"`
-	GRPCTLS *int `json:"grpc_tls"`
+	HTTPS          *int `json:"https"`
+	GRPCTLS        *int `json:"grpc_tls"`
 	// SerfWAN is the servers' WAN pool.
 	SerfWAN *int `json:"serf_wan"`
 }

@@ -150,14 +150,21 @@ func TestWatchHandlerRunsOnEveryChange(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+	// The read after the last change blocks on its index: interrupt it
+	// there, once it has been sent.
+	indexes := func() string {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return strings.Join(b.indexes, ",")
+	}
+	for deadline := time.Now().Add(10 * time.Second); !strings.HasPrefix(indexes(), ",5,6,9"); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("read indexes %q, want ,5,6,9", indexes())
+		}
+	}
 	sigs <- os.Interrupt
 	if code := <-done; code != 0 {
 		t.Fatalf("exit code %d, stderr %s", code, stderr.String())
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if got := strings.Join(b.indexes, ","); !strings.HasPrefix(got, ",5,6,9") {
-		t.Fatalf("read indexes %q, want ,5,6,9", got)
 	}
 }
 
