@@ -152,6 +152,9 @@ func (tx *writeTxn) ensureConfigEntry(in structs.ConfigEntry) error {
 	if err := tx.Insert(tableConfigEntries, e); err != nil {
 		return fmt.Errorf("failed inserting config entry: %w", err)
 	}
+	if err := tx.configEntryVirtualIP(e.GetKind(), e.GetName(), true); err != nil { // virtual_ip.go
+		return err
+	}
 	return tx.bumpIndex(tableConfigEntries, configEntryKindIndexKey(e.GetKind()))
 }
 
@@ -192,6 +195,9 @@ func (tx *writeTxn) deleteConfigEntry(kind, name string, cidx uint64, cas bool) 
 	}
 	if err := tx.Delete(tableConfigEntries, existing); err != nil {
 		return false, fmt.Errorf("failed removing config entry: %w", err)
+	}
+	if err := tx.configEntryVirtualIP(existing.GetKind(), existing.GetName(), false); err != nil { // virtual_ip.go
+		return false, err
 	}
 	return true, tx.bumpIndex(tableConfigEntries, configEntryKindIndexKey(kind))
 }

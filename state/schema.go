@@ -137,6 +137,8 @@ func schema() *memdb.DBSchema {
 		tableCoordinates: coordinatesTableSchema(),
 		// Prepared queries (prepared_query.go).
 		tablePreparedQueries: preparedQueriesTableSchema(),
+		// Virtual IPs of mesh services (virtual_ip.go).
+		tableVirtualIPs: virtualIPsTableSchema(),
 	}}
 }
 

@@ -131,5 +131,7 @@ func Methods() []MethodInfo {
 		MethodPreparedQueryList,
 		MethodPreparedQueryExecute,
 		MethodPreparedQueryExplain,
+		MethodInternalAssignManualServiceVIPs,
+		MethodCatalogVirtualIPForService,
 	}
 }
