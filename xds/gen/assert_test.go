@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
+	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -20,6 +21,30 @@ func requireNames(t *testing.T, res Resources, typeURL string, names ...string) 
 	sort.Strings(want)
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("%s names:\n got %q\nwant %q", shortType(typeURL), got, want)
+	}
+}
+
+// requireOutboundMatches asserts the transparent outbound listener's
+// filter chains, each as "name=ip,ip" in order; none may match a port.
+func requireOutboundMatches(t *testing.T, res Resources, want ...string) {
+	t.Helper()
+	l, ok := res[ListenerType]["outbound_listener:127.0.0.1:15001"].(*listenerv3.Listener)
+	if !ok {
+		t.Fatal("no outbound listener")
+	}
+	var got []string
+	for _, fc := range l.FilterChains {
+		var ips []string
+		for _, r := range fc.GetFilterChainMatch().GetPrefixRanges() {
+			ips = append(ips, r.GetAddressPrefix())
+		}
+		if fc.GetFilterChainMatch().GetDestinationPort() != nil {
+			t.Errorf("outbound chain %s matches a port", fc.GetName())
+		}
+		got = append(got, fc.GetName()+"="+strings.Join(ips, ","))
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("outbound chains:\n got %q\nwant %q", got, want)
 	}
 }
 
