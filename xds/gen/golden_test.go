@@ -259,7 +259,7 @@ func goldenCases() []goldenCase {
 			name:  "mesh-gateway",
 			world: meshGatewayWorld,
 			svc:   gateway(structs.ServiceKindMeshGateway, "mesh-gateway", 8443),
-			want:  2,
+			want:  6,
 			check: func(t *testing.T, res Resources) {
 				requireNames(t, res, ClusterType,
 					"db.default.dc1.internal."+testTrustDomain,

@@ -154,7 +154,9 @@ func terminatingWorld() *world {
 func meshGatewayWorld() *world {
 	w := newWorld()
 	w.datacenters = []string{"dc1", "dc2", "dc3"}
-	w.services = []string{"consul", "db", "web"}
+	// The catalog lists the sidecars' and the gateway's own names and a
+	// service outside the mesh too: none of them gets a cluster.
+	w.services = []string{"consul", "db", "db-sidecar-proxy", "legacy", "mesh-gateway", "web", "web-sidecar-proxy"}
 	w.entries = []structs.ConfigEntry{
 		&structs.ServiceResolverConfigEntry{Kind: structs.ServiceResolver, Name: "db",
 			Subsets: map[string]structs.ServiceResolverSubset{"v1": {Filter: `Service.Meta.version == "v1"`}}},
