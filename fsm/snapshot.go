@@ -20,9 +20,9 @@ const (
 	snapshotMagic = "trellis-fsm-snapshot"
 	// Version 2 added the applied-request records (dedup.go), version 3
 	// the coordinate records (coordinates.go), version 4 the prepared
-	// query records (prepared_query.go); older streams, which have none,
-	// still restore.
-	snapshotVersion = 4
+	// query records (prepared_query.go), version 5 the virtual IP records
+	// (virtual_ip.go); older streams, which have none, still restore.
+	snapshotVersion = 5
 )
 
 // ErrSnapshotFormat is returned when a snapshot stream is not one this
@@ -149,6 +149,9 @@ func (s *snapshot) write(enc *codec.Encoder) error {
 		return err
 	}
 	if err := writePreparedQueries(s.snap, put); err != nil { // prepared_query.go
+		return err
+	}
+	if err := writeVirtualIPs(s.snap, put); err != nil { // virtual_ip.go
 		return err
 	}
 	if err := writeConnectCA(s.snap, put); err != nil { // connect_ca.go
@@ -279,6 +282,8 @@ func (f *FSM) restoreRecord(r *state.Restore, t recordType, dec *codec.Decoder) 
 		return restoreCoordinates(r, dec)
 	case recordPreparedQuery: // prepared_query.go
 		return restorePreparedQuery(r, dec)
+	case recordVirtualIP: // virtual_ip.go
+		return restoreVirtualIP(r, dec)
 	case recordIndex:
 		var i state.IndexEntry
 		if err := decodeSafe(dec, &i); err != nil {

@@ -24,9 +24,10 @@ import (
 // snapshot without one.
 //
 // Transparent proxying is partial: implicit upstreams come from
-// IntentionUpstreams and get chains and endpoints like explicit ones, but
-// nothing here yet provides virtual IPs, MeshDestinationsOnly enforcement
-// beyond carrying the mesh entry, or DialedDirectly passthrough data.
+// IntentionUpstreams and get chains (which carry the upstream's virtual
+// IPs) and endpoints like explicit ones, but nothing here provides
+// MeshDestinationsOnly enforcement beyond carrying the mesh entry, or
+// DialedDirectly passthrough data.
 type connectProxy struct {
 	leaf          *structs.IssuedCert
 	intentions    structs.Intentions

@@ -81,6 +81,10 @@ func (s *Server) endpointTable() map[string]endpoint {
 	handle(t, structs.MethodPreparedQueryExecute, s.preparedQueryExecute)
 	handle(t, structs.MethodPreparedQueryExplain, s.preparedQueryExplain)
 
+	// Virtual IPs (virtual_ip_endpoint.go).
+	handle(t, structs.MethodInternalAssignManualServiceVIPs, s.internalAssignManualServiceVIPs)
+	handle(t, structs.MethodCatalogVirtualIPForService, s.catalogVirtualIPForService)
+
 	// Snapshots (snapshot_endpoint.go).
 	handle(t, structs.MethodSnapshotSave, s.snapshotSave)
 	handle(t, structs.MethodSnapshotRestore, s.snapshotRestore)
@@ -93,6 +97,8 @@ func (s *Server) endpointTable() map[string]endpoint {
 	retrySafe(t, structs.MethodKVSApply, structs.MethodTxnApply,
 		structs.MethodCatalogRegister, structs.MethodCatalogDeregister,
 		structs.MethodSessionApply, structs.MethodConfigEntryApply, structs.MethodConfigEntryDelete,
+		// Checks only its input before proposing.
+		structs.MethodInternalAssignManualServiceVIPs,
 		// Queuing the same report twice keeps the latest once.
 		structs.MethodCoordinateUpdate)
 	return t

@@ -277,6 +277,11 @@ func (tx *writeTxn) ensureService(node string, in *structs.NodeService) error {
 	if err != nil {
 		return err
 	}
+	// Before the comparison: the stored copy carries the address, the
+	// agent's does not.
+	if err := tx.tagVirtualIP(svc); err != nil {
+		return err
+	}
 	if existing != nil {
 		svc.CreateIndex = existing.Service.CreateIndex
 		svc.ModifyIndex = existing.Service.ModifyIndex
@@ -311,6 +316,11 @@ func (tx *writeTxn) ensureService(node string, in *structs.NodeService) error {
 	}
 	if err := tx.pruneServiceKeys(existing.Service); err != nil {
 		return err
+	}
+	if old := meshVirtualIPName(existing.Service); old != "" && old != meshVirtualIPName(svc) {
+		if err := tx.freeVirtualIP(old); err != nil {
+			return err
+		}
 	}
 	// Service checks carry the service's name and tags; keep them true.
 	if existing.Service.Service != svc.Service || !stringsEqual(existing.Service.Tags, svc.Tags) {
@@ -373,7 +383,13 @@ func (tx *writeTxn) deleteService(node, serviceID string) error {
 	if err := tx.refreshWildcardsTxn(row.Service.Service, connectDestination(row.Service)); err != nil {
 		return err
 	}
-	return tx.pruneServiceKeys(row.Service)
+	if err := tx.pruneServiceKeys(row.Service); err != nil {
+		return err
+	}
+	if name := meshVirtualIPName(row.Service); name != "" {
+		return tx.freeVirtualIP(name)
+	}
+	return nil
 }
 
 // bumpInstance moves the index keys of everything whose results include

@@ -157,6 +157,9 @@ func (tx *writeTxn) ensureConfigEntry(in structs.ConfigEntry) error {
 			return err
 		}
 	}
+	if err := tx.configEntryVirtualIP(e.GetKind(), e.GetName(), true); err != nil { // virtual_ip.go
+		return err
+	}
 	return tx.bumpIndex(tableConfigEntries, configEntryKindIndexKey(e.GetKind()))
 }
 
@@ -202,6 +205,9 @@ func (tx *writeTxn) deleteConfigEntry(kind, name string, cidx uint64, cas bool) 
 		if err := tx.syncGatewayTxn(existing.GetName(), ""); err != nil {
 			return false, err
 		}
+	}
+	if err := tx.configEntryVirtualIP(existing.GetKind(), existing.GetName(), false); err != nil { // virtual_ip.go
+		return false, err
 	}
 	return true, tx.bumpIndex(tableConfigEntries, configEntryKindIndexKey(kind))
 }

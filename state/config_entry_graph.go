@@ -109,7 +109,7 @@ func readChainEntries(tx *memdb.Txn, ws memdb.WatchSet, service string, o entryO
 // ServiceDiscoveryChain compiles the chain of req.ServiceName from the
 // stored entries (req.Entries is ignored) and returns it with the config
 // entries table index. The watch fires when any entry the chain consulted
-// (or would consult, once created) changes.
+// (or would consult, once created) or the service's virtual IPs change.
 func (s *Store) ServiceDiscoveryChain(ws memdb.WatchSet, req discoverychain.CompileRequest) (uint64, *structs.CompiledDiscoveryChain, error) {
 	tx := s.db.Txn(false)
 	defer tx.Abort()
@@ -117,12 +117,17 @@ func (s *Store) ServiceDiscoveryChain(ws memdb.WatchSet, req discoverychain.Comp
 	if err != nil {
 		return 0, nil, err
 	}
-	idx := maxIndex(tx, tableConfigEntries)
+	idx := maxIndex(tx, tableConfigEntries, tableVirtualIPs)
 	// Compile copies what it keeps: the stored entries stay untouched.
 	req.Entries = entries
 	chain, err := discoverychain.Compile(req)
 	if err != nil {
 		return idx, nil, fmt.Errorf("failed to compile discovery chain: %w", err)
+	}
+	// The chain carries its service's virtual IPs, as Consul's does: a
+	// transparent proxy matches them whether or not instances exist.
+	if chain.AutoVirtualIPs, chain.ManualVirtualIPs, err = chainVirtualIPs(tx, ws, req.ServiceName); err != nil {
+		return idx, nil, err
 	}
 	return idx, chain, nil
 }

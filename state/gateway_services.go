@@ -167,6 +167,7 @@ func (tx *writeTxn) syncGatewayTxn(gateway, only string) error {
 		wanted[key(w)] = w
 	}
 	changed := false
+	var unlinked []string // services a terminating gateway stopped fronting
 	for _, h := range have {
 		if w := wanted[key(h)]; w != nil && reflect.DeepEqual(w, h) {
 			delete(wanted, key(h))
@@ -174,6 +175,9 @@ func (tx *writeTxn) syncGatewayTxn(gateway, only string) error {
 		}
 		if err := tx.Delete(tableGatewayServices, h); err != nil {
 			return fmt.Errorf("failed deleting gateway service: %w", err)
+		}
+		if h.GatewayKind == structs.ServiceKindTerminatingGateway {
+			unlinked = append(unlinked, h.Service)
 		}
 		changed = true
 	}
@@ -184,10 +188,23 @@ func (tx *writeTxn) syncGatewayTxn(gateway, only string) error {
 		if err := tx.Insert(tableGatewayServices, w); err != nil {
 			return fmt.Errorf("failed inserting gateway service: %w", err)
 		}
+		// A service a terminating gateway fronts joins the mesh: it gets
+		// a virtual IP, as in Consul, so that transparent proxies and
+		// DNS can dial it (virtual_ip.go).
+		if w.GatewayKind == structs.ServiceKindTerminatingGateway {
+			if _, err := tx.assignVirtualIP(w.Service); err != nil {
+				return err
+			}
+		}
 		changed = true
 	}
 	if !changed {
 		return nil
+	}
+	for _, svc := range unlinked {
+		if err := tx.freeVirtualIP(svc); err != nil { // kept while anything else keeps it in the mesh
+			return err
+		}
 	}
 	return tx.bumpIndex(tableGatewayServices)
 }

@@ -139,6 +139,8 @@ func schema() *memdb.DBSchema {
 		tableGatewayServices: gatewayServicesTableSchema(),
 		// Prepared queries (prepared_query.go).
 		tablePreparedQueries: preparedQueriesTableSchema(),
+		// Virtual IPs of mesh services (virtual_ip.go).
+		tableVirtualIPs: virtualIPsTableSchema(),
 	}}
 }
 

@@ -149,6 +149,11 @@ func restoreFrom(t *testing.T, src *Store, indexesFirst bool) *Store {
 	for _, q := range queries {
 		must(t, r.PreparedQuery(q))
 	}
+	vips, err := sn.VirtualIPs()
+	must(t, err)
+	for _, v := range vips {
+		must(t, r.VirtualIP(v))
+	}
 	reqs, err := sn.AppliedRequests()
 	must(t, err)
 	for _, a := range reqs {

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -62,6 +63,8 @@ type AppliedResult struct {
 	Bool      bool   `json:",omitempty"`
 	String    string `json:",omitempty"`
 	Txn       *TxnResponse
+	// VirtualIPs is a manual virtual IP assignment's response.
+	VirtualIPs *AssignServiceManualVIPsResponse `json:",omitempty"`
 }
 
 // ResultKind tags an AppliedResult. Numbers are never reused.
@@ -73,6 +76,8 @@ const (
 	ResultBool   ResultKind = 2
 	ResultString ResultKind = 3
 	ResultTxn    ResultKind = 4
+	// ResultVirtualIPs is an UpdateVirtualIP command's response.
+	ResultVirtualIPs ResultKind = 5
 )
 
 // ErrResultNotRecordable is what a command whose result has no
@@ -99,6 +104,10 @@ func RecordResult(resp any) AppliedResult {
 		// A copy: the caller hands v on to the client's reply, and the
 		// record must not change with it.
 		return AppliedResult{Kind: ResultTxn, Txn: v.clone()}
+	case *AssignServiceManualVIPsResponse:
+		c := *v
+		c.UnassignedFrom = slices.Clone(v.UnassignedFrom)
+		return AppliedResult{Kind: ResultVirtualIPs, VirtualIPs: &c}
 	}
 	return AppliedResult{Kind: ResultError, Error: fmt.Sprintf("%s (%T)", ErrResultNotRecordable, resp)}
 }
@@ -115,6 +124,8 @@ func (r AppliedResult) Response() any {
 		return r.String
 	case ResultTxn:
 		return r.Txn
+	case ResultVirtualIPs:
+		return r.VirtualIPs
 	}
 	return nil
 }

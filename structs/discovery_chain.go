@@ -27,6 +27,11 @@ type CompiledDiscoveryChain struct {
 	Nodes map[string]*DiscoveryGraphNode `json:",omitempty"`
 	// Targets are keyed by target ID "[subset.]service.namespace.partition.dc".
 	Targets map[string]*DiscoveryTarget `json:",omitempty"`
+	// AutoVirtualIPs and ManualVirtualIPs are the virtual IPs of the
+	// chain's service (ServiceVirtualIP), which a transparent proxy's
+	// outbound listener matches.
+	AutoVirtualIPs   []string `json:",omitempty"`
+	ManualVirtualIPs []string `json:",omitempty"`
 }
 
 // Discovery graph node types.

@@ -132,5 +132,7 @@ func Methods() []MethodInfo {
 		MethodPreparedQueryList,
 		MethodPreparedQueryExecute,
 		MethodPreparedQueryExplain,
+		MethodInternalAssignManualServiceVIPs,
+		MethodCatalogVirtualIPForService,
 	}
 }

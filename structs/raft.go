@@ -43,6 +43,10 @@ const (
 	// PreparedQueryRequestType creates, updates or deletes a prepared
 	// query.
 	PreparedQueryRequestType MessageType = 11
+	// UpdateVirtualIPRequestType sets the manual virtual IPs of a service
+	// (AssignServiceManualVIPsRequest). Automatic virtual IPs need no
+	// command: registrations and config entry writes assign them.
+	UpdateVirtualIPRequestType MessageType = 13
 )
 
 // IgnoreUnknownTypeFlag marks a command that an older FSM that does not know
@@ -77,6 +81,8 @@ func (t MessageType) String() string {
 		return "CoordinateBatchUpdate"
 	case PreparedQueryRequestType:
 		return "PreparedQuery"
+	case UpdateVirtualIPRequestType:
+		return "UpdateVirtualIP"
 	}
 	return "Unknown"
 }

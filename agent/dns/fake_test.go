@@ -25,6 +25,8 @@ type fakeCatalog struct {
 	// queries maps a prepared query's name to what executing it answers
 	// (its Nodes are the instances of its Service).
 	queries map[string]structs.PreparedQueryExecuteResponse
+	// virtualIPs by service name.
+	virtualIPs map[string]string
 	// lastContact is reported by stale reads.
 	lastContact time.Duration
 
@@ -80,6 +82,12 @@ func (f *fakeCatalog) RPC(_ context.Context, method string, args, reply any) err
 		}
 		*r = q
 		r.Nodes = f.instances["service:"+q.Service]
+	case structs.MethodCatalogVirtualIPForService.Name():
+		a, r := args.(*structs.ServiceSpecificRequest), reply.(*structs.IndexedServiceVirtualIP)
+		meta(&a.QueryOptions, &r.QueryMeta)
+		if ip, ok := f.virtualIPs[strings.ToLower(a.ServiceName)]; ok {
+			r.VirtualIP = &structs.ServiceVirtualIP{Service: a.ServiceName, IP: ip}
+		}
 	case structs.MethodCatalogListNodes.Name():
 		a, r := args.(*structs.DCSpecificRequest), reply.(*structs.IndexedNodes)
 		meta(&a.QueryOptions, &r.QueryMeta)
@@ -120,7 +128,8 @@ func newFixture() *fakeCatalog {
 	n3 := &structs.Node{Node: "n3", Address: "2001:db8::3"}
 	pass, warn, crit := structs.HealthPassing, structs.HealthWarning, structs.HealthCritical
 	f := &fakeCatalog{
-		nodes: []*structs.Node{n1, n2, n3},
+		nodes:      []*structs.Node{n1, n2, n3},
+		virtualIPs: map[string]string{"web": "240.0.0.1"},
 		queries: map[string]structs.PreparedQueryExecuteResponse{
 			"q1":     {Service: "web"},
 			"db-ttl": {Service: "db", DNS: structs.QueryDNSOptions{TTL: "42s"}},

@@ -74,8 +74,9 @@ func (s *Server) answerZone(ctx context.Context, req *mdns.Msg, zone string) *md
 		err = s.addrLookup(resp, pq)
 	case pq.kind == kindQuery:
 		err = s.preparedQueryLookup(ctx, resp, pq, zone)
+	case pq.kind == kindVirtual:
+		err = s.virtualLookup(ctx, resp, pq)
 	default:
-		// Virtual services do not exist yet.
 		err = errNotFound
 	}
 	switch {
@@ -219,6 +220,18 @@ func (s *Server) nodeLookup(ctx context.Context, resp *mdns.Msg, pq question) er
 	case s.cfg.NodeMetaTXT && len(resp.Answer) > 0:
 		resp.Extra = append(resp.Extra, metaTXT(q.Name, node.Meta, ttl)...)
 	}
+	return nil
+}
+
+// virtualLookup answers <service>.virtual with the service's virtual IP
+// (with the node TTL, as Consul); a service without one has no data.
+func (s *Server) virtualLookup(ctx context.Context, resp *mdns.Msg, pq question) error {
+	reply, err := read(ctx, s, structs.MethodCatalogVirtualIPForService, &structs.ServiceSpecificRequest{ServiceName: pq.name})
+	if err != nil || reply.VirtualIP == nil {
+		return err
+	}
+	q := resp.Question[0]
+	resp.Answer = append(resp.Answer, addrRecords(q.Name, q.Qtype, reply.VirtualIP.IP, ttlSeconds(s.cfg.NodeTTL))...)
 	return nil
 }
 

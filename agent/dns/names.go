@@ -37,6 +37,7 @@ type question struct {
 //	_<service>._<tag|tcp>.service[.<dc>].<zone>   (RFC 2782)
 //	<service>.connect[.<dc>].<zone>, <service>.ingress[.<dc>].<zone>
 //	<node>.node[.<dc>].<zone>, <hex ip>.addr[.<dc>].<zone>, <query>.query[.<dc>].<zone>
+//	<service>.virtual[.<namespace>.ns][.<partition>.ap][.<peer>.peer].<zone>, <service>.virtual[.<peer>].<zone>
 //
 // The kind is the right-most label that names one, so that a tag or node
 // name may contain dots. ok is false for a name Consul would not answer.
@@ -58,6 +59,10 @@ func parseQuestion(qname, zone string) (question, bool) {
 	}
 	q := question{kind: labels[at]}
 	switch dc := labels[at+1:]; {
+	case q.kind == kindVirtual:
+		if !virtualSuffixOK(dc) {
+			return question{}, false
+		}
 	case len(dc) == 1:
 		q.dc = dc[0]
 	case len(dc) == 2 && dc[1] == "dc":
@@ -88,6 +93,25 @@ func parseQuestion(qname, zone string) (question, bool) {
 		q.name = parts[0]
 	}
 	return q, q.name != ""
+}
+
+// virtualSuffixOK reads the labels after "virtual". Consul takes a
+// namespace, a partition and a cluster peer there (a lone label is a
+// peer); Trellis has only the default namespace and partition and no
+// peers, so those alone name anything.
+func virtualSuffixOK(labels []string) bool {
+	if len(labels)%2 != 0 {
+		return false // <peer> alone, or a stray label
+	}
+	seen := map[string]bool{}
+	for i := 0; i < len(labels); i += 2 {
+		value, kind := labels[i], labels[i+1]
+		if seen[kind] || (kind != "ns" && kind != "ap") || value != "default" {
+			return false
+		}
+		seen[kind] = true
+	}
+	return true
 }
 
 // addrName is the hex label of an addr lookup for ip: 8 digits for IPv4,

@@ -249,6 +249,8 @@ func (s *Server) routes() *http.ServeMux {
 	handle("/v1/coordinate/node/", get, s.coordinateNode)
 	handle("/v1/coordinate/update", put, s.coordinateUpdate)
 
+	handle("/v1/internal/service-virtual-ip", put, s.internalServiceVirtualIP) // internal.go
+
 	mux.HandleFunc("/", index)
 	return mux
 }

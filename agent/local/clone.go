@@ -29,8 +29,16 @@ func sameService(local, remote *structs.NodeService) bool {
 	if local == nil || remote == nil {
 		return local == remote
 	}
-	a, errA := json.Marshal(normalService(local))
-	b, errB := json.Marshal(normalService(remote))
+	l, r := normalService(local), normalService(remote)
+	// The servers add a mesh instance's virtual IP; it is not drift.
+	if _, ok := l.TaggedAddresses[structs.TaggedAddressVirtualIP]; !ok {
+		delete(r.TaggedAddresses, structs.TaggedAddressVirtualIP)
+		if len(r.TaggedAddresses) == 0 {
+			r.TaggedAddresses = nil
+		}
+	}
+	a, errA := json.Marshal(l)
+	b, errB := json.Marshal(r)
 	return errA == nil && errB == nil && bytes.Equal(a, b)
 }
 

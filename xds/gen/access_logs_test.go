@@ -259,7 +259,7 @@ func TestAccessLogsGateways(t *testing.T) {
 			filters: []string{wellknown.HTTPConnectionManager, wellknown.TCPProxy}},
 		{name: "terminating", world: terminatingWorld, svc: gateway(structs.ServiceKindTerminatingGateway, "terminating", 8443), want: 2,
 			filters: []string{wellknown.HTTPConnectionManager, wellknown.TCPProxy}},
-		{name: "mesh", world: meshGatewayWorld, svc: gateway(structs.ServiceKindMeshGateway, "mesh-gateway", 8443), want: 2,
+		{name: "mesh", world: meshGatewayWorld, svc: gateway(structs.ServiceKindMeshGateway, "mesh-gateway", 8443), want: 6,
 			filters: []string{wellknown.TCPProxy}},
 	}
 	settings := []struct {

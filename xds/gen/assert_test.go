@@ -27,6 +27,30 @@ func requireNames(t *testing.T, res Resources, typeURL string, names ...string) 
 	}
 }
 
+// requireOutboundMatches asserts the transparent outbound listener's
+// filter chains, each as "name=ip,ip" in order; none may match a port.
+func requireOutboundMatches(t *testing.T, res Resources, want ...string) {
+	t.Helper()
+	l, ok := res[ListenerType]["outbound_listener:127.0.0.1:15001"].(*listenerv3.Listener)
+	if !ok {
+		t.Fatal("no outbound listener")
+	}
+	var got []string
+	for _, fc := range l.FilterChains {
+		var ips []string
+		for _, r := range fc.GetFilterChainMatch().GetPrefixRanges() {
+			ips = append(ips, r.GetAddressPrefix())
+		}
+		if fc.GetFilterChainMatch().GetDestinationPort() != nil {
+			t.Errorf("outbound chain %s matches a port", fc.GetName())
+		}
+		got = append(got, fc.GetName()+"="+strings.Join(ips, ","))
+	}
+	if strings.Join(got, " ") != strings.Join(want, " ") {
+		t.Errorf("outbound chains:\n got %q\nwant %q", got, want)
+	}
+}
+
 // nameWithSuffix returns the one name of a type that ends with suffix.
 func nameWithSuffix(t *testing.T, res Resources, typeURL, suffix string) string {
 	t.Helper()

@@ -208,7 +208,9 @@ func (b *builder) publicListener(cp *proxycfg.ConnectProxySnapshot, cfg map[stri
 			filters:           []*hcmv3.HttpFilter{b.httpRBAC(cp.Intentions, b.snap.IntentionDefaultAllow)},
 			http2:             isHTTP2Protocol(protocol),
 			forwardClientCert: true,
-			accessLogs:        b.filterAccessLogs(),
+			// Consul lets websockets through every HTTP listener.
+			websocket:  true,
+			accessLogs: b.filterAccessLogs(),
 		}))
 	} else {
 		filters = append(filters,
@@ -246,6 +248,7 @@ func (b *builder) upstreamFilter(u *proxycfg.UpstreamSnapshot) (*listenerv3.Filt
 			statPrefix: chainStatPrefix(chain),
 			rds:        name,
 			http2:      isHTTP2Protocol(chain.Protocol),
+			websocket:  true,
 			accessLogs: b.filterAccessLogs(),
 		}), nil
 	}

@@ -312,7 +312,7 @@ func TestEscapeHatchesReplaceResources(t *testing.T) {
 				s.Proxy.Upstreams[0].Config = obj{cfgListenerJSON: mustJSON(spec)}
 				return s
 			},
-			want: 3,
+			want: 4,
 			check: func(t *testing.T, c *checkCtx) {
 				requireNames(t, c.res, ListenerType, "public_listener:10.0.0.1:21000", "outbound_listener:127.0.0.1:15001", "cache_custom:127.0.0.1:9393")
 				for _, fc := range c.listener(t, "outbound_listener:127.0.0.1:15001").FilterChains {

@@ -156,17 +156,25 @@ func TestUnknownUpstreamsAreLeftOut(t *testing.T) {
 	}
 }
 
-// TestTransparentDestinationsAreClaimedOnce: two upstreams whose
-// instances share an address and port cannot both have a filter chain for
-// it (Envoy refuses equal matches); the first by ID keeps it.
-func TestTransparentDestinationsAreClaimedOnce(t *testing.T) {
+// TestTransparentVirtualIPsAreClaimedOnce: the outbound listener matches
+// virtual IPs only, on any port; two upstreams claiming the same address
+// (here a Kubernetes ClusterIP) cannot both have it (Envoy refuses equal
+// matches), so the first by ID keeps it; an upstream without any virtual
+// IP has no chain.
+func TestTransparentVirtualIPsAreClaimedOnce(t *testing.T) {
 	w := newWorld()
-	w.intentionUpstreams["web"] = []string{"cache", "db"}
-	w.connect["cache/dc1"] = sidecars("cache", "dc1", inst{addr: "10.0.1.1"})
-	w.connect["db/dc1"] = sidecars("db", "dc1", inst{addr: "10.0.1.1", port: 21001}, inst{addr: "10.0.1.2"})
+	w.intentionUpstreams["web"] = []string{"cache", "db", "legacy"}
+	w.virtualIPs = map[string]*structs.ServiceVirtualIP{
+		"cache": {Service: "cache", IP: "240.0.0.1"},
+		"db":    {Service: "db", IP: "240.0.0.2", ManualIPs: []string{"10.100.0.2"}},
+	}
+	shared := map[string]structs.ServiceAddress{"virtual": {Address: "10.96.0.1", Port: 80}}
+	w.connect["cache/dc1"] = sidecars("cache", "dc1", inst{addr: "10.0.1.1", tagged: shared})
+	w.connect["db/dc1"] = sidecars("db", "dc1", inst{addr: "10.0.1.1", port: 21001, tagged: shared}, inst{addr: "10.0.1.2"})
+	w.connect["legacy/dc1"] = sidecars("legacy", "dc1", inst{addr: "10.0.1.3"})
 	svc := sidecar("web")
 	svc.Proxy.Mode = structs.ProxyModeTransparent
-	res, err := Generate(snapshot(t, w, svc, 2))
+	res, err := Generate(snapshot(t, w, svc, 3))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,11 +184,14 @@ func TestTransparentDestinationsAreClaimedOnce(t *testing.T) {
 	l := res[ListenerType]["outbound_listener:127.0.0.1:15001"].(*listenerv3.Listener)
 	var got []string
 	for _, fc := range l.FilterChains {
+		if fc.GetFilterChainMatch().GetDestinationPort() != nil {
+			t.Errorf("chain %s matches a port", fc.GetName())
+		}
 		for _, r := range fc.GetFilterChainMatch().GetPrefixRanges() {
-			got = append(got, fmt.Sprintf("%s=%s:%d", fc.GetName(), r.GetAddressPrefix(), fc.GetFilterChainMatch().GetDestinationPort().GetValue()))
+			got = append(got, fmt.Sprintf("%s=%s", fc.GetName(), r.GetAddressPrefix()))
 		}
 	}
-	if want := "[cache:8080=10.0.1.1:8080 db:8080=10.0.1.2:8080]"; fmt.Sprint(got) != want {
+	if want := "[cache=10.96.0.1 cache=240.0.0.1 db=10.100.0.2 db=240.0.0.2]"; fmt.Sprint(got) != want {
 		t.Fatalf("filter chains %v, want %s", got, want)
 	}
 }
@@ -328,5 +339,27 @@ func dumpValue(b *strings.Builder, v reflect.Value, depth int) {
 		fmt.Fprint(b, v.Float())
 	default:
 		fmt.Fprintf(b, "<%s>", v.Kind())
+	}
+}
+
+// TestTransparentListenerIgnoresInstances: instances coming and going (with
+// the same virtual IPs) leave the outbound listener exactly as it was, so
+// the ADS server does not send it again.
+func TestTransparentListenerIgnoresInstances(t *testing.T) {
+	outbound := func(w *world) proto.Message {
+		t.Helper()
+		res, err := Generate(snapshot(t, w, transparentSidecar(), 4))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res[ListenerType]["outbound_listener:127.0.0.1:15001"]
+	}
+	before := transparentWorld(false)()
+	after := transparentWorld(false)()
+	tags := after.connect["api/dc1"][0].Service.TaggedAddresses
+	after.connect["api/dc1"] = sidecars("api", "dc1", inst{addr: "10.0.2.7", tagged: tags}, inst{addr: "10.0.2.8", port: 21005, tagged: tags})
+	after.connect["db/dc1"] = nil // db's last instance left; its virtual IP is the chain's
+	if a, b := outbound(before), outbound(after); !proto.Equal(a, b) {
+		t.Fatalf("outbound listener changed with the instances:\n%v\n%v", a, b)
 	}
 }

@@ -17,7 +17,7 @@ import (
 // Generate's, and the parts whose inputs did not change must be the very
 // messages of the previous result.
 func TestGeneratorEqualsGenerate(t *testing.T) {
-	base := snapshot(t, transparentWorld(false)(), transparentSidecar(), 3)
+	base := snapshot(t, transparentWorld(false)(), transparentSidecar(), 4)
 
 	derive := deriveSnapshot
 	newEndpoints := derive(base, func(_ *proxycfg.ConfigSnapshot, cp *proxycfg.ConnectProxySnapshot) {

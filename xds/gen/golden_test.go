@@ -127,17 +127,18 @@ func goldenCases() []goldenCase {
 			name:  "transparent-proxy",
 			world: transparentWorld(false),
 			svc:   transparentSidecar(),
-			want:  3,
+			want:  4,
 			check: func(t *testing.T, res Resources) {
 				requireNames(t, res, ListenerType, "public_listener:10.0.0.1:21000", "outbound_listener:127.0.0.1:15001", "cache:127.0.0.1:9393")
 				requireNames(t, res, RouteType, "api")
+				requireOutboundMatches(t, res, "api=10.96.0.10,240.0.0.1", "billing=240.0.0.4", "cache=240.0.0.2", "db=10.100.0.3,240.0.0.3")
 			},
 		},
 		{
 			name:  "transparent-proxy-mesh-destinations-only",
 			world: transparentWorld(true),
 			svc:   transparentSidecar(),
-			want:  3,
+			want:  4,
 		},
 		{
 			name: "remote-datacenters-through-mesh-gateways",
@@ -291,7 +292,7 @@ func goldenCases() []goldenCase {
 			name:  "mesh-gateway",
 			world: meshGatewayWorld,
 			svc:   gateway(structs.ServiceKindMeshGateway, "mesh-gateway", 8443),
-			want:  2,
+			want:  6,
 			check: func(t *testing.T, res Resources) {
 				requireNames(t, res, ClusterType,
 					"db.default.dc1.internal."+testTrustDomain,

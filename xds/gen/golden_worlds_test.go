@@ -70,21 +70,35 @@ func transparentSidecar() *structs.NodeService {
 	return s
 }
 
-// transparentWorld lets web reach api (HTTP, with a virtual IP) and db by
-// intentions, besides its explicit cache upstream.
+// transparentWorld lets web reach api (HTTP) and db by intentions,
+// besides its explicit cache upstream. Each has a virtual IP as the
+// servers assign them (the instances carry api's and cache's, as the
+// catalog shows them); db has a manual one too, and api's instances a
+// Kubernetes ClusterIP. billing has a virtual IP and no instances yet.
 func transparentWorld(meshOnly bool) func() *world {
 	return func() *world {
 		w := newWorld()
 		w.entries = append(httpDefaults("api"),
 			&structs.MeshConfigEntry{TransparentProxy: structs.TransparentProxyMeshConfig{MeshDestinationsOnly: meshOnly}})
-		w.intentionUpstreams["web"] = []string{"api", "db"}
+		w.intentionUpstreams["web"] = []string{"api", "billing", "db"}
+		w.virtualIPs = map[string]*structs.ServiceVirtualIP{
+			"api":     {Service: "api", IP: "240.0.0.1"},
+			"cache":   {Service: "cache", IP: "240.0.0.2"},
+			"db":      {Service: "db", IP: "240.0.0.3", ManualIPs: []string{"10.100.0.3"}},
+			"billing": {Service: "billing", IP: "240.0.0.4"},
+		}
+		tagged := func(vip string, port int) map[string]structs.ServiceAddress {
+			return map[string]structs.ServiceAddress{structs.TaggedAddressVirtualIP: {Address: vip, Port: port}}
+		}
+		apiTags := tagged("240.0.0.1", 21000)
+		apiTags["virtual"] = structs.ServiceAddress{Address: "10.96.0.10", Port: 80}
 		w.connect["api/dc1"] = sidecars("api", "dc1",
-			inst{addr: "10.0.2.1", tagged: map[string]structs.ServiceAddress{"virtual": {Address: "240.0.0.1", Port: 80}}},
-			inst{addr: "10.0.2.2", tagged: map[string]structs.ServiceAddress{"virtual": {Address: "240.0.0.1", Port: 80}}},
+			inst{addr: "10.0.2.1", tagged: apiTags},
+			inst{addr: "10.0.2.2", tagged: apiTags},
 		)
 		w.connect["db/dc1"] = sidecars("db", "dc1", inst{addr: "10.0.1.1"})
 		// cache shares a node with db: the two claim different ports there.
-		w.connect["cache/dc1"] = sidecars("cache", "dc1", inst{addr: "10.0.1.1", port: 21001})
+		w.connect["cache/dc1"] = sidecars("cache", "dc1", inst{addr: "10.0.1.1", port: 21001, tagged: tagged("240.0.0.2", 21001)})
 		w.connect["cache/dc1"][0].Service.Proxy.LocalServicePort = 6379
 		return w
 	}
@@ -149,7 +163,9 @@ func behindTerminatingWorld() *world {
 func meshGatewayWorld() *world {
 	w := newWorld()
 	w.datacenters = []string{"dc1", "dc2", "dc3"}
-	w.services = []string{"consul", "db", "web"}
+	// The catalog lists the sidecars' and the gateway's own names and a
+	// service outside the mesh too: none of them gets a cluster.
+	w.services = []string{"consul", "db", "db-sidecar-proxy", "legacy", "mesh-gateway", "web", "web-sidecar-proxy"}
 	w.entries = []structs.ConfigEntry{
 		&structs.ServiceResolverConfigEntry{Kind: structs.ServiceResolver, Name: "db",
 			Subsets: map[string]structs.ServiceResolverSubset{"v1": {Filter: `Service.Meta.version == "v1"`}}},

@@ -4,21 +4,24 @@ import (
 	"fmt"
 
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	sniclusterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/sni_cluster/v3"
 )
 
-// meshGateway generates a mesh gateway: TLS passthrough routed by SNI
-// (tls_inspector) on one listener "default:<addr>:<port>". Each service of
-// this datacenter, and each subset of its resolver, gets a filter chain
-// matching its SNI and a cluster of its Connect endpoints; each other
+// sniClusterFilter is Envoy's name of the filter that takes a
+// connection's cluster from its SNI.
+const sniClusterFilter = "envoy.filters.network.sni_cluster"
+
+// meshGateway generates a mesh gateway as Consul does: TLS passthrough
+// routed by SNI (tls_inspector) on one listener "default:<addr>:<port>".
+// Each service of this datacenter that has Connect endpoints, and each
+// subset of its resolver, gets a cluster named by its SNI; one catch-all
+// chain (sni_cluster, then a tcp_proxy) sends a connection to the cluster
+// its SNI names, so an SNI naming no cluster is refused. Each other
 // datacenter whose gateways are known gets a chain matching
 // "*.<dc>.internal.<trust domain>" and a cluster "<dc>.internal.<trust
 // domain>" of those gateways' WAN addresses. The gateway never terminates
 // TLS: the client's mTLS session goes through to the destination proxy.
 // The listener and its tcp_proxies log as a sidecar's (access_logs.go).
-//
-// Unlike Consul there is no catch-all sni_cluster chain: every cluster the
-// gateway serves has an explicit chain, and an unknown SNI is refused at
-// the handshake instead of reaching whatever cluster it happens to name.
 func (b *builder) meshGateway() error {
 	mg := b.snap.MeshGateway
 	if mg == nil {
@@ -29,7 +32,14 @@ func (b *builder) meshGateway() error {
 	}
 	dc := b.snap.Datacenter
 	var chains []*listenerv3.FilterChain
+	local := false
 	for _, svc := range sortedKeys(mg.Services) {
+		if len(mg.Services[svc]) == 0 {
+			// Not a mesh service (a sidecar's or a gateway's own name, a
+			// service without Connect endpoints): nothing to reach.
+			continue
+		}
+		local = true
 		resolver := mg.Resolvers[svc]
 		o := clusterOpts{}
 		if resolver != nil {
@@ -40,11 +50,6 @@ func (b *builder) meshGateway() error {
 			o.name = sni
 			b.add(ClusterType, sni, b.edsCluster(o))
 			b.add(EndpointType, sni, loadAssignment(sni, sub.nodes, sub.onlyPassing, addrService))
-			chains = append(chains, &listenerv3.FilterChain{
-				Name:             sni,
-				FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: []string{sni}},
-				Filters:          []*listenerv3.Filter{b.tcpProxy("mesh_gateway_local."+svc+"."+defaultNamespace+"."+defaultPartition+"."+dc, sni, b.filterAccessLogs()...)},
-			})
 		}
 	}
 	for _, remote := range mg.Datacenters {
@@ -59,6 +64,15 @@ func (b *builder) meshGateway() error {
 			Name:             name,
 			FilterChainMatch: &listenerv3.FilterChainMatch{ServerNames: []string{"*." + name}},
 			Filters:          []*listenerv3.Filter{b.tcpProxy("mesh_gateway_remote."+defaultNamespace+"."+remote, name, b.filterAccessLogs()...)},
+		})
+	}
+	if local {
+		// Last: it matches anything the chains before it do not.
+		chains = append(chains, &listenerv3.FilterChain{
+			Filters: []*listenerv3.Filter{
+				b.networkFilter(sniClusterFilter, &sniclusterv3.SniCluster{}),
+				b.tcpProxy("mesh_gateway_local."+gatewayListenerPrefix, "", b.filterAccessLogs()...),
+			},
 		})
 	}
 	return b.sniGatewayListener("mesh", chains)

@@ -1,9 +1,7 @@
 package gen
 
 import (
-	"cmp"
 	"slices"
-	"strconv"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
@@ -13,9 +11,9 @@ import (
 )
 
 // Tagged addresses of a Connect endpoint that carry a virtual IP of its
-// service (consul-k8s sets "virtual" to the Kubernetes ClusterIP; Consul
-// allocates "consul-virtual").
-var virtualAddressTags = []string{"consul-virtual", "virtual"}
+// service: Consul's own (the chain has it too) and the Kubernetes
+// ClusterIP consul-k8s sets as "virtual".
+var virtualAddressTags = []string{structs.TaggedAddressVirtualIP, "virtual"}
 
 // outboundChain is an upstream's network filter, for the transparent
 // listener.
@@ -24,26 +22,22 @@ type outboundChain struct {
 	filter *listenerv3.Filter
 }
 
-// dest is one destination a transparent filter chain claims: an address,
-// and the port the application dials (0: any port).
-type dest struct {
-	ip   string
-	port int
-}
-
 // originalDstKey is the key of the original-destination cluster's part:
 // the cluster has no inputs.
 type originalDstKey struct{}
 
 // transparentListener adds the listener that iptables redirects outbound
-// traffic to. The original destination picks the filter chain: each
-// upstream claims the addresses of its targets' instances (on the port
-// their service listens on) and their virtual IPs. Connections to anything
-// else go to the original destination, unless the mesh entry restricts
-// transparent proxies to mesh destinations.
+// traffic to. The original destination picks the filter chain, as in
+// Consul: each upstream has one chain matching its virtual IPs on any
+// port, never its instances' addresses, so that dialing one instance does
+// not balance over all of them and an endpoint change leaves the listener
+// as it was. Connections to anything else go to the original destination,
+// unless the mesh entry restricts transparent proxies to mesh
+// destinations.
 //
-// Filter chain matches must be unique, so a destination claimed by two
-// upstreams goes to the first in ID order.
+// Filter chain matches must be unique, so an address claimed by two
+// upstreams goes to the first in ID order; an upstream without a virtual
+// IP has no chain (an empty match would catch everything).
 func (b *builder) transparentListener(cp *proxycfg.ConnectProxySnapshot, chains []outboundChain) {
 	port := b.snap.Service.Proxy.TransparentProxy.OutboundListenerPort
 	if port <= 0 && cp.ServiceConfig != nil {
@@ -61,43 +55,30 @@ func (b *builder) transparentListener(cp *proxycfg.ConnectProxySnapshot, chains 
 		TrafficDirection: corev3.TrafficDirection_OUTBOUND,
 		AccessLog:        b.listenerAccessLogs(),
 	}
-	claimed := map[dest]bool{}
+	claimed := map[string]bool{}
 	for _, oc := range chains {
-		byPort := map[int][]string{}
-		for _, d := range upstreamDestinations(oc.u) {
-			if claimed[d] {
+		match := &listenerv3.FilterChainMatch{}
+		for _, ip := range upstreamVirtualIPs(oc.u) {
+			if claimed[ip] {
 				continue
 			}
-			claimed[d] = true
-			byPort[d.port] = append(byPort[d.port], d.ip)
-		}
-		ports := make([]int, 0, len(byPort))
-		for p := range byPort {
-			ports = append(ports, p)
-		}
-		slices.Sort(ports)
-		for _, p := range ports {
-			match := &listenerv3.FilterChainMatch{}
-			chainName := string(oc.u.ID)
-			if p > 0 {
-				match.DestinationPort = wrapUint32(uint32(p)) //nolint:gosec // a service port, 1-65535
-				chainName += ":" + strconv.Itoa(p)
+			if r, ok := hostPrefix(ip); ok {
+				claimed[ip] = true
+				match.PrefixRanges = append(match.PrefixRanges, r)
 			}
-			for _, ip := range byPort[p] {
-				if r, ok := hostPrefix(ip); ok {
-					match.PrefixRanges = append(match.PrefixRanges, r)
-				}
-			}
-			l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{
-				Name:             chainName,
-				FilterChainMatch: match,
-				Filters:          []*listenerv3.Filter{oc.filter},
-			})
 		}
+		if len(match.PrefixRanges) == 0 {
+			continue
+		}
+		l.FilterChains = append(l.FilterChains, &listenerv3.FilterChain{
+			Name:             string(oc.u.ID),
+			FilterChainMatch: match,
+			Filters:          []*listenerv3.Filter{oc.filter},
+		})
 	}
 	if m := b.snap.MeshConfig; m == nil || !m.TransparentProxy.MeshDestinationsOnly {
 		// A part of its own: the cluster never changes, and keeping it out
-		// of the listener's (rebuilt with every endpoint change) lets the
+		// of the listener's (built with every generation) lets the
 		// cluster type stay the previous generation's.
 		_, _ = reuse(b, partID{kind: partOriginalDst}, originalDstKey{}, func() (*listenerv3.Filter, error) {
 			b.add(ClusterType, originalDstCluster, b.originalDestinationCluster())
@@ -114,14 +95,20 @@ func (b *builder) transparentListener(cp *proxycfg.ConnectProxySnapshot, chains 
 	b.addListener(l)
 }
 
-// upstreamDestinations lists the IP destinations of an upstream's targets,
-// sorted: every instance address on the port its service listens on, and
-// virtual IPs. A terminating gateway standing for a target is not where
-// the application dials (it dials the service's own address, which only
-// a virtual IP stands for, as in Consul), and every service behind the
-// same gateway would claim its addresses: they are left out.
-func upstreamDestinations(u *proxycfg.UpstreamSnapshot) []dest {
-	set := map[dest]bool{}
+// upstreamVirtualIPs lists the virtual IPs of an upstream, sorted: its
+// chain's automatic and manual ones and those its endpoints carry as
+// tagged addresses. The instances of a terminating gateway standing for
+// a target are skipped: their tagged addresses are the gateway's own.
+func upstreamVirtualIPs(u *proxycfg.UpstreamSnapshot) []string {
+	set := map[string]bool{}
+	if c := u.Chain; c != nil {
+		for _, ip := range c.AutoVirtualIPs {
+			set[ip] = true
+		}
+		for _, ip := range c.ManualVirtualIPs {
+			set[ip] = true
+		}
+	}
 	for _, tid := range sortedKeys(u.Endpoints) {
 		for i := range u.Endpoints[tid] {
 			n := &u.Endpoints[tid][i]
@@ -129,31 +116,16 @@ func upstreamDestinations(u *proxycfg.UpstreamSnapshot) []dest {
 				continue
 			}
 			for _, tag := range virtualAddressTags {
-				if ta, ok := n.Service.TaggedAddresses[tag]; ok {
-					if _, isIP := hostPrefix(ta.Address); isIP {
-						set[dest{ip: ta.Address, port: ta.Port}] = true
-					}
+				if ta, ok := n.Service.TaggedAddresses[tag]; ok && ta.Address != "" {
+					set[ta.Address] = true
 				}
-			}
-			addr, _ := instanceAddress(n, addrService)
-			if _, isIP := hostPrefix(addr); isIP {
-				set[dest{ip: addr, port: appPort(n.Service)}] = true
 			}
 		}
 	}
-	out := make([]dest, 0, len(set))
-	for d := range set {
-		out = append(out, d)
+	out := make([]string, 0, len(set))
+	for ip := range set {
+		out = append(out, ip)
 	}
-	slices.SortFunc(out, func(a, b dest) int { return cmp.Or(cmp.Compare(a.ip, b.ip), cmp.Compare(a.port, b.port)) })
+	slices.Sort(out)
 	return out
-}
-
-// appPort is the port the application behind a Connect endpoint listens
-// on: a sidecar's local service port (0 when unknown: any port).
-func appPort(svc *structs.NodeService) int {
-	if svc.Kind == structs.ServiceKindConnectProxy {
-		return svc.Proxy.LocalServicePort
-	}
-	return svc.Port // Connect-native: the service itself
 }

@@ -155,7 +155,11 @@ func (v *validator) visit(msg proto.Message, where string) {
 	case *tcpproxyv3.TcpProxy:
 		switch cs := m.ClusterSpecifier.(type) {
 		case *tcpproxyv3.TcpProxy_Cluster:
-			need(ClusterType, cs.Cluster)
+			// An empty name is the sni_cluster filter's to fill in (a
+			// mesh gateway's catch-all chain): the SNI names the cluster.
+			if cs.Cluster != "" {
+				need(ClusterType, cs.Cluster)
+			}
 		case *tcpproxyv3.TcpProxy_WeightedClusters:
 			for _, c := range cs.WeightedClusters.GetClusters() {
 				need(ClusterType, c.GetName())

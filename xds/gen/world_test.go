@@ -44,8 +44,10 @@ type world struct {
 	// meshGateways by datacenter; datacenters and services as the catalog
 	// lists them.
 	meshGateways map[string]structs.CheckServiceNodes
-	datacenters  []string
-	services     []string
+	// virtualIPs by service, as the servers' chain reads add them.
+	virtualIPs  map[string]*structs.ServiceVirtualIP
+	datacenters []string
+	services    []string
 	// pemSize pads certificate and key bodies to a realistic size
 	// (benchmarks); 0 keeps the short readable ones of the golden files.
 	pemSize int
@@ -176,6 +178,9 @@ func (w *world) chain(req *structs.DiscoveryChainRequest) (*structs.DiscoveryCha
 	})
 	if err != nil {
 		return nil, err
+	}
+	if v := w.virtualIPs[req.Name]; v != nil {
+		chain.AutoVirtualIPs, chain.ManualVirtualIPs = []string{v.IP}, v.ManualIPs
 	}
 	return &structs.DiscoveryChainResponse{Chain: chain}, nil
 }
