@@ -28,6 +28,8 @@ func commandTable() map[structs.MessageType]applyFunc {
 		structs.CoordinateBatchUpdateType: applyCoordinateBatchUpdate, // coordinates.go
 
 		structs.PreparedQueryRequestType: applyPreparedQuery, // prepared_query.go
+
+		structs.AutopilotRequestType: applyAutopilot, // autopilot.go
 	}
 }
 

@@ -20,9 +20,10 @@ const (
 	snapshotMagic = "trellis-fsm-snapshot"
 	// Version 2 added the applied-request records (dedup.go), version 3
 	// the coordinate records (coordinates.go), version 4 the prepared
-	// query records (prepared_query.go); older streams, which have none,
-	// still restore.
-	snapshotVersion = 4
+	// query records (prepared_query.go), version 5 the autopilot
+	// configuration record (autopilot.go); older streams, which have
+	// none, still restore.
+	snapshotVersion = 5
 )
 
 // ErrSnapshotFormat is returned when a snapshot stream is not one this
@@ -151,6 +152,9 @@ func (s *snapshot) write(enc *codec.Encoder) error {
 	if err := writePreparedQueries(s.snap, put); err != nil { // prepared_query.go
 		return err
 	}
+	if err := writeAutopilotConfig(s.snap, put); err != nil { // autopilot.go
+		return err
+	}
 	if err := writeConnectCA(s.snap, put); err != nil { // connect_ca.go
 		return err
 	}
@@ -277,6 +281,8 @@ func (f *FSM) restoreRecord(r *state.Restore, t recordType, dec *codec.Decoder) 
 		return restoreCoordinates(r, dec)
 	case recordPreparedQuery: // prepared_query.go
 		return restorePreparedQuery(r, dec)
+	case recordAutopilotConfig: // autopilot.go
+		return restoreAutopilotConfig(r, dec)
 	case recordIndex:
 		var i state.IndexEntry
 		if err := decodeSafe(dec, &i); err != nil {

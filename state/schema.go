@@ -137,6 +137,8 @@ func schema() *memdb.DBSchema {
 		tableCoordinates: coordinatesTableSchema(),
 		// Prepared queries (prepared_query.go).
 		tablePreparedQueries: preparedQueriesTableSchema(),
+		// The autopilot configuration (autopilot.go).
+		tableAutopilotConfig: autopilotConfigTableSchema(),
 	}}
 }
 

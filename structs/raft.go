@@ -43,6 +43,9 @@ const (
 	// PreparedQueryRequestType creates, updates or deletes a prepared
 	// query.
 	PreparedQueryRequestType MessageType = 11
+	// AutopilotRequestType sets the autopilot configuration, or
+	// check-and-sets it (AutopilotSetConfigRequest).
+	AutopilotRequestType MessageType = 12
 )
 
 // IgnoreUnknownTypeFlag marks a command that an older FSM that does not know
@@ -77,6 +80,8 @@ func (t MessageType) String() string {
 		return "CoordinateBatchUpdate"
 	case PreparedQueryRequestType:
 		return "PreparedQuery"
+	case AutopilotRequestType:
+		return "Autopilot"
 	}
 	return "Unknown"
 }

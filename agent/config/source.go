@@ -55,6 +55,8 @@ type source struct {
 	Connect connectSource `json:"connect"`
 	ACL     aclSource     `json:"acl"`
 	XDS     xdsSource     `json:"xds"`
+	// Autopilot is the autopilot block (autopilot.go).
+	Autopilot autopilotSource `json:"autopilot"`
 
 	// Service and check definitions, in the order read; the agent
 	// registers them (definitions.go).
