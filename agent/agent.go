@@ -225,11 +225,16 @@ func (a *Agent) startServer() error {
 		RaftMultiplier:         rc.RaftMultiplier,
 		SessionTTLMin:          rc.SessionTTLMin,
 		DefaultIntentionPolicy: rc.IntentionDefaultPolicy,
-		Membership:             &a.members,
-		Coordinates:            &a.members,
-		LANKeyring:             &a.members,
-		WANKeyring:             a.wanKeyring(),
-		Metrics:                a.metrics,
+		Autopilot: &structs.AutopilotConfig{
+			CleanupDeadServers: rc.Autopilot.CleanupDeadServers, LastContactThreshold: rc.Autopilot.LastContactThreshold,
+			MaxTrailingLogs: rc.Autopilot.MaxTrailingLogs, MinQuorum: rc.Autopilot.MinQuorum,
+			ServerStabilizationTime: rc.Autopilot.ServerStabilizationTime,
+		},
+		Membership:  &a.members,
+		Coordinates: &a.members,
+		LANKeyring:  &a.members,
+		WANKeyring:  a.wanKeyring(),
+		Metrics:     a.metrics,
 		// As Consul's -dev: coordinates show up within a report interval.
 		CoordinateUpdatePeriod: devDuration(rc.DevMode, 100*time.Millisecond),
 	})

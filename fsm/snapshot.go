@@ -21,7 +21,8 @@ const (
 	// Version 2 added the applied-request records (dedup.go), version 3
 	// the coordinate records (coordinates.go), version 4 the prepared
 	// query records (prepared_query.go), version 5 the virtual IP records
-	// (virtual_ip.go); older streams, which have none, still restore.
+	// (virtual_ip.go) and the autopilot configuration record
+	// (autopilot.go); older streams, which have none, still restore.
 	snapshotVersion = 5
 )
 
@@ -154,6 +155,9 @@ func (s *snapshot) write(enc *codec.Encoder) error {
 	if err := writeVirtualIPs(s.snap, put); err != nil { // virtual_ip.go
 		return err
 	}
+	if err := writeAutopilotConfig(s.snap, put); err != nil { // autopilot.go
+		return err
+	}
 	if err := writeConnectCA(s.snap, put); err != nil { // connect_ca.go
 		return err
 	}
@@ -284,6 +288,8 @@ func (f *FSM) restoreRecord(r *state.Restore, t recordType, dec *codec.Decoder) 
 		return restorePreparedQuery(r, dec)
 	case recordVirtualIP: // virtual_ip.go
 		return restoreVirtualIP(r, dec)
+	case recordAutopilotConfig: // autopilot.go
+		return restoreAutopilotConfig(r, dec)
 	case recordIndex:
 		var i state.IndexEntry
 		if err := decodeSafe(dec, &i); err != nil {

@@ -14,17 +14,19 @@ import (
 	"github.com/trellis-mesh/trellis/structs"
 )
 
-// Server health, as Consul's autopilot reports it with its default
-// settings: the leader asks every server in the Raft configuration for its
-// Raft stats every serverHealthInterval and judges it. A server is healthy
-// while gossip sees it alive and, unless it leads, it heard from the
-// leader within lastContactThreshold, in the leader's term, trailing the
-// leader's log by at most maxTrailingLogs entries. Trellis does not act on
-// the view (no dead-server cleanup or promotion); it is for operators and
-// monitoring.
+// Server health, as Consul's autopilot reports it: the leader asks every
+// server in the Raft configuration for its Raft stats every
+// serverHealthInterval and judges it against the autopilot configuration
+// (operator_endpoint.go). A server is healthy while gossip sees it alive
+// and, unless it leads, it heard from the leader within
+// LastContactThreshold, in the leader's term, trailing the leader's log by
+// at most MaxTrailingLogs entries. Trellis adds every live server as a
+// voter at once (no stabilization wait before promotion) and does not
+// remove failed servers itself (Serf's reap does), so
+// ServerStabilizationTime, CleanupDeadServers, MinQuorum and the
+// Enterprise settings are stored and shown but change nothing here; the
+// view is for operators and monitoring.
 const (
-	lastContactThreshold = 200 * time.Millisecond
-	maxTrailingLogs      = 250
 	serverHealthInterval = 2 * time.Second
 	// raftStatsTimeout bounds one round of asking the servers, so that an
 	// unreachable one cannot hold the view back.
@@ -118,6 +120,7 @@ func (s *Server) computeServerHealth(ctx context.Context, prevReply *structs.Ope
 			prev[h.ID] = h
 		}
 	}
+	conf := s.autopilotConfig()
 	now := time.Now()
 	reply.Healthy = true
 	voters, healthyVoters := 0, 0
@@ -132,7 +135,7 @@ func (s *Server) computeServerHealth(ctx context.Context, prevReply *structs.Ope
 		if st, ok := stats[srv.ID]; ok {
 			h.LastContact, h.LastTerm, h.LastIndex = parseLastContact(st.LastContact), st.LastTerm, st.LastIndex
 		}
-		h.Healthy = isHealthy(h, self)
+		h.Healthy = isHealthy(h, self, conf)
 		h.StableSince = now
 		if p, ok := prev[h.ID]; ok && p.Healthy == h.Healthy {
 			h.StableSince = p.StableSince
@@ -195,17 +198,18 @@ func parseLastContact(v string) time.Duration {
 	return d
 }
 
-// isHealthy judges one server against the leader's stats.
-func isHealthy(h structs.ServerHealth, leader structs.RaftStats) bool {
+// isHealthy judges one server against the leader's stats and the
+// autopilot configuration.
+func isHealthy(h structs.ServerHealth, leader structs.RaftStats, conf structs.AutopilotConfig) bool {
 	switch {
 	case h.SerfStatus != "alive":
 		return false
 	case h.Leader:
 		return true
-	case h.LastContact < 0 || h.LastContact > lastContactThreshold:
+	case h.LastContact < 0 || h.LastContact > conf.LastContactThreshold:
 		return false
 	case h.LastTerm != leader.LastTerm:
 		return false
 	}
-	return leader.LastIndex <= maxTrailingLogs || h.LastIndex >= leader.LastIndex-maxTrailingLogs
+	return leader.LastIndex <= conf.MaxTrailingLogs || h.LastIndex >= leader.LastIndex-conf.MaxTrailingLogs
 }

@@ -42,6 +42,13 @@ func (s *Server) endpointTable() map[string]endpoint {
 		servedHere(t, m)
 	}
 	handle(t, structs.MethodOperatorServerHealth, s.operatorServerHealth)
+	handle(t, structs.MethodOperatorAutopilotState, s.operatorAutopilotState)
+
+	// Operator endpoints (operator_endpoint.go).
+	handle(t, structs.MethodOperatorAutopilotGetConfiguration, s.operatorAutopilotGetConfiguration)
+	handle(t, structs.MethodOperatorAutopilotSetConfiguration, s.operatorAutopilotSetConfiguration)
+	handle(t, structs.MethodOperatorRaftTransferLeader, s.operatorRaftTransferLeader)
+	handle(t, structs.MethodOperatorUsage, s.operatorUsage)
 
 	// Network coordinates (coordinate_endpoint.go).
 	handle(t, structs.MethodCoordinateUpdate, s.coordinateUpdate)

@@ -79,6 +79,11 @@ func (s *Server) leaderLoop(ctx context.Context) {
 	for {
 		term := s.raft.CurrentTerm()
 		err := s.raft.Barrier(barrierTimeout).Error()
+		if err == nil {
+			// Before anything is served, so that no read finds the
+			// configuration missing (operator_endpoint.go).
+			err = s.initAutopilotConfig()
+		}
 		if err == nil && s.raft.CurrentTerm() == term {
 			// The barrier committed in term, after every entry of the
 			// terms before it, and the FSM has applied them all.

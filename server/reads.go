@@ -14,10 +14,12 @@ import (
 // leadership is trusted for without asking the quorum again. A follower
 // that acknowledged the leader at time t neither starts an election nor
 // votes for anyone else before t + HeartbeatTimeout by its own clock
-// (hashicorp/raft refuses votes while it knows a leader, and leadership
-// transfer, which bypasses that, is never used), and any quorum that
-// could elect a new leader holds such a follower. Half of that leaves a
-// wide margin for clocks that run at different rates.
+// (hashicorp/raft refuses votes while it knows a leader), and any quorum
+// that could elect a new leader holds such a follower. Half of that
+// leaves a wide margin for clocks that run at different rates.
+// Leadership transfer bypasses that refusal (its target campaigns at
+// once, and voters grant it), so a leader gives up its lease for the rest
+// of its term before it starts one (readGate.relinquish).
 const leaseFraction = 0.5
 
 // leaseClock gives the two readings a lease is checked against: the
@@ -73,6 +75,10 @@ type readGate struct {
 	// used is set by every read the lease answers, and cleared by
 	// renewWhileUsed: a lease nobody reads from is left to lapse.
 	used atomic.Bool
+	// relinquished is the term whose lease was given up for a
+	// leadership transfer: no read in it is answered by the lease, and
+	// no round in it grants one (set under mu).
+	relinquished atomic.Uint64
 
 	mu sync.Mutex
 	// round is guarded by mu: the quorum round in flight, if any.
@@ -98,7 +104,7 @@ func newReadGate(verify func(time.Duration) error, currentTerm func() uint64, he
 
 // leaseHolds reports whether reads in term may be answered locally now.
 func (g *readGate) leaseHolds(term uint64) bool {
-	if g.leaseTerm.Load() != term {
+	if g.leaseTerm.Load() != term || g.relinquished.Load() == term {
 		return false
 	}
 	mono, wall := g.clock.now()
@@ -187,6 +193,22 @@ func (g *readGate) renewWhileUsed(ctx context.Context, term uint64) {
 	}
 }
 
+// relinquish gives up the lease of term for good, before a leadership
+// transfer: the transfer's target campaigns at once and the voters grant
+// it even though they know this leader, so from here on a lease of term
+// proves nothing. Every later default read in term waits for a quorum
+// round (which a deposed leader cannot complete), and no round in term
+// grants a new lease. A later term of this server leads with leases
+// again.
+func (g *readGate) relinquish(term uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.relinquished.Store(term)
+	if g.leaseTerm.Load() == term {
+		g.leaseTerm.Store(0)
+	}
+}
+
 // roundTimeout bounds a round a read runs by the read's deadline (a
 // leader whose log cannot take the round's entry, as one that is stuck,
 // must not hold the read past it) and by applyTimeout.
@@ -210,7 +232,8 @@ func (g *readGate) run(r *verifyRound, term uint64, timeout time.Duration) {
 		r.err = fmt.Errorf("%w: leadership not confirmed: %v", structs.ErrNoLeader, err) //nolint:errorlint // the sentinel alone decides whether a write may be retried: the cause must not match another
 	}
 	g.mu.Lock()
-	if until := int64(r.start + g.lease); r.err == nil && (g.leaseTerm.Load() != term || g.leaseUntil.Load() <= until) {
+	if until := int64(r.start + g.lease); r.err == nil && g.relinquished.Load() != term &&
+		(g.leaseTerm.Load() != term || g.leaseUntil.Load() <= until) {
 		// Cleared first so that no read pairs the new term with the old
 		// deadline, or the reverse.
 		g.leaseTerm.Store(0)

@@ -218,3 +218,52 @@ func TestReadGateClockJumps(t *testing.T) {
 		})
 	}
 }
+
+// TestReadGateRelinquish: once a leader gives up its lease for a
+// leadership transfer, every default read of that term takes a quorum
+// round, and no round grants a lease in that term again; the next term
+// leases as before.
+func TestReadGateRelinquish(t *testing.T) {
+	term := atomic.Uint64{}
+	term.Store(3)
+	q := &fakeQuorum{}
+	g := newReadGate(q.verify, term.Load, time.Second, systemClock{base: time.Now()})
+	ctx := context.Background()
+	steps := []struct {
+		name       string
+		relinquish bool
+		term       uint64
+		rounds     int32
+	}{
+		{"first read takes the lease", false, 3, 1},
+		{"the lease answers", false, 3, 0},
+		{"after relinquishing: a round", true, 3, 1},
+		{"and again: the round granted no lease", false, 3, 1},
+		{"a later term leases again", false, 4, 1},
+		{"its lease answers", false, 4, 0},
+	}
+	for _, st := range steps {
+		term.Store(st.term)
+		if st.relinquish {
+			g.relinquish(st.term)
+		}
+		before := q.rounds.Load()
+		if err := g.confirm(ctx, st.term, false); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		if got := q.rounds.Load() - before; got != st.rounds {
+			t.Fatalf("%s: %d rounds, want %d", st.name, got, st.rounds)
+		}
+	}
+	// renewWhileUsed cannot bring the lease of a relinquished term back.
+	g.relinquish(4)
+	g.used.Store(true)
+	r := g.newRound()
+	g.mu.Lock()
+	g.round = r
+	g.mu.Unlock()
+	g.run(r, 4, time.Second)
+	if r.err != nil || g.leaseHolds(4) {
+		t.Fatalf("a round after relinquishing granted a lease (err %v)", r.err)
+	}
+}

@@ -96,6 +96,10 @@ type Config struct {
 	// WrapLogStore, when set, wraps the Raft log store (on disk or in
 	// memory) once it is open. Tests inject disk faults through it.
 	WrapLogStore func(raft.LogStore) raft.LogStore
+	// Autopilot is the autopilot configuration the leader stores when the
+	// cluster has none (the agent config's autopilot block); nil means
+	// Consul's defaults.
+	Autopilot *structs.AutopilotConfig
 	// DefaultIntentionPolicy decides connections no intention matches:
 	// "allow" (the default, as Consul without ACLs) or "deny".
 	DefaultIntentionPolicy string
@@ -119,6 +123,10 @@ func (c *Config) setDefaults() {
 	}
 	if c.Datacenter == "" {
 		c.Datacenter = "dc1"
+	}
+	if c.Autopilot == nil {
+		d := structs.DefaultAutopilotConfig()
+		c.Autopilot = &d
 	}
 	if c.CoordinateUpdatePeriod <= 0 {
 		c.CoordinateUpdatePeriod = defaultCoordinateUpdatePeriod

@@ -265,6 +265,12 @@ func (tx *writeTxn) ensureService(node string, in *structs.NodeService) error {
 	}
 	// Agent-local bookkeeping never belongs in the catalog.
 	svc.LocallyRegisteredAsSidecar = false
+	// Consul stores {1, 1} for missing or invalid weights (a passing
+	// weight below 1, a negative warning weight), so every read shows
+	// the weights DNS and proxies apply.
+	if w := svc.Weights; w == nil || w.Passing < 1 || w.Warning < 0 {
+		svc.Weights = &structs.Weights{Passing: 1, Warning: 1}
+	}
 
 	n, err := getNode(tx.Txn, node)
 	if err != nil {

@@ -32,6 +32,9 @@ func (tx *writeTxn) ensureCheck(in *structs.HealthCheck) error {
 	if c.Status == "" {
 		c.Status = structs.HealthCritical
 	}
+	if c.Type == "" {
+		c.Type = c.Definition.TypeFromDefinition()
+	}
 	n, err := getNode(tx.Txn, c.Node)
 	if err != nil {
 		return err

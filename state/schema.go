@@ -141,6 +141,8 @@ func schema() *memdb.DBSchema {
 		tablePreparedQueries: preparedQueriesTableSchema(),
 		// Virtual IPs of mesh services (virtual_ip.go).
 		tableVirtualIPs: virtualIPsTableSchema(),
+		// The autopilot configuration (autopilot.go).
+		tableAutopilotConfig: autopilotConfigTableSchema(),
 	}}
 }
 

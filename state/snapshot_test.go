@@ -65,6 +65,9 @@ func richStore(t *testing.T) *Store {
 		DNS:     structs.QueryDNSOptions{TTL: "10s"}}))
 	must(t, s.PreparedQuerySet(49, &structs.PreparedQuery{ID: "pq2", Name: "geo-",
 		Template: structs.QueryTemplateOptions{Type: structs.QueryTemplateTypeNamePrefixMatch, Regexp: "^geo-(.*)$"}, Service: structs.ServiceQuery{Service: "${match(1)}"}}))
+	ap := structs.DefaultAutopilotConfig()
+	ap.RedundancyZoneTag = "zone"
+	must(t, s.AutopilotSetConfig(50, &ap))
 	must(t, s.RecordAppliedRequest(AppliedRequest{ID: "req-1", ProposedAt: 1_000, Result: structs.RecordResult(true)}))
 	must(t, s.RecordAppliedRequest(AppliedRequest{ID: "req-2", ProposedAt: 2_000, Result: structs.RecordResult(&structs.TxnResponse{
 		Results: structs.TxnResults{{KV: &structs.DirEntry{Key: "k", Value: []byte("v")}}}})}))
@@ -154,6 +157,9 @@ func restoreFrom(t *testing.T, src *Store, indexesFirst bool) *Store {
 	for _, v := range vips {
 		must(t, r.VirtualIP(v))
 	}
+	ap, err := sn.AutopilotConfig()
+	must(t, err)
+	must(t, r.AutopilotConfig(ap))
 	reqs, err := sn.AppliedRequests()
 	must(t, err)
 	for _, a := range reqs {

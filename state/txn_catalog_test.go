@@ -337,3 +337,47 @@ func TestTxnROCatalog(t *testing.T) {
 		}
 	}
 }
+
+// TestTxnCatalogResultShapes: a service or check written without the
+// fields the catalog fills in comes back as Consul shows it: weights
+// {1, 1} when missing or invalid, the check's Type from its definition,
+// and a UDP definition kept.
+func TestTxnCatalogResultShapes(t *testing.T) {
+	one := &structs.Weights{Passing: 1, Warning: 1}
+	cases := []struct {
+		name        string
+		op          *structs.TxnOp
+		wantWeights *structs.Weights
+		wantType    string
+		wantUDP     string
+	}{
+		{name: "service without weights", op: serviceOp(structs.CatalogSet, "n1", structs.NodeService{ID: "s1", Service: "s1"}), wantWeights: one},
+		{name: "service with invalid weights", op: serviceOp(structs.CatalogSet, "n1", structs.NodeService{ID: "s1", Service: "s1", Weights: &structs.Weights{Passing: 0, Warning: 3}}), wantWeights: one},
+		{name: "service with weights", op: serviceOp(structs.CatalogSet, "n1", structs.NodeService{ID: "s1", Service: "s1", Weights: &structs.Weights{Passing: 5, Warning: 0}}), wantWeights: &structs.Weights{Passing: 5}},
+		{name: "tcp check", op: checkOp(structs.CatalogSet, structs.HealthCheck{Node: "n1", CheckID: "c", Definition: structs.HealthCheckDefinition{TCP: "1.1.1.1:80"}}), wantType: "tcp"},
+		{name: "udp check keeps its target", op: checkOp(structs.CatalogSet, structs.HealthCheck{Node: "n1", CheckID: "c", Definition: structs.HealthCheckDefinition{UDP: "1.1.1.1:53"}}), wantType: "udp", wantUDP: "1.1.1.1:53"},
+		{name: "given type wins", op: checkOp(structs.CatalogSet, structs.HealthCheck{Node: "n1", CheckID: "c", Type: "script", Definition: structs.HealthCheckDefinition{TCP: "1.1.1.1:80"}}), wantType: "script"},
+		{name: "no definition, no type", op: checkOp(structs.CatalogSet, structs.HealthCheck{Node: "n1", CheckID: "c"}), wantType: ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := catalogTxnFixture(t)
+			res, errs := s.TxnRW(20, structs.TxnOps{tc.op})
+			if len(errs) > 0 || len(res) != 1 {
+				t.Fatalf("txn: %v %v", res, errs)
+			}
+			switch r := res[0]; {
+			case r.Service != nil:
+				if !reflect.DeepEqual(r.Service.Weights, tc.wantWeights) {
+					t.Fatalf("weights %+v, want %+v", r.Service.Weights, tc.wantWeights)
+				}
+			case r.Check != nil:
+				if r.Check.Type != tc.wantType || r.Check.Definition.UDP != tc.wantUDP {
+					t.Fatalf("type %q udp %q, want %q %q", r.Check.Type, r.Check.Definition.UDP, tc.wantType, tc.wantUDP)
+				}
+			default:
+				t.Fatalf("result %+v", r)
+			}
+		})
+	}
+}

@@ -42,3 +42,48 @@ type OperatorHealthReply struct {
 	FailureTolerance int
 	Servers          []ServerHealth
 }
+
+// AutopilotConfig is the replicated autopilot configuration (Consul's
+// /v1/operator/autopilot/configuration). The leader judges server health
+// with LastContactThreshold and MaxTrailingLogs, waits
+// ServerStabilizationTime before it calls a new server stable, and, with
+// CleanupDeadServers, removes failed servers from the Raft configuration
+// while at least MinQuorum servers remain. The redundancy-zone and upgrade
+// settings are Consul Enterprise's: kept and shown, never acted on.
+type AutopilotConfig struct {
+	CleanupDeadServers      bool
+	LastContactThreshold    time.Duration
+	MaxTrailingLogs         uint64
+	MinQuorum               uint
+	ServerStabilizationTime time.Duration
+	RedundancyZoneTag       string
+	DisableUpgradeMigration bool
+	UpgradeVersionTag       string
+	RaftIndex
+}
+
+// DefaultAutopilotConfig is Consul's default autopilot configuration, which
+// the agent config's autopilot block overrides key by key.
+func DefaultAutopilotConfig() AutopilotConfig {
+	return AutopilotConfig{
+		CleanupDeadServers:      true,
+		LastContactThreshold:    200 * time.Millisecond,
+		MaxTrailingLogs:         250,
+		ServerStabilizationTime: 10 * time.Second,
+	}
+}
+
+// AutopilotSetConfigRequest replaces the autopilot configuration; with
+// CAS, only while the stored configuration's ModifyIndex is
+// Config.ModifyIndex (0: only when none is stored).
+type AutopilotSetConfigRequest struct {
+	Config AutopilotConfig
+	CAS    bool
+	WriteRequest
+}
+
+// AutopilotConfigResponse is the stored autopilot configuration.
+type AutopilotConfigResponse struct {
+	Config AutopilotConfig
+	QueryMeta
+}

@@ -238,6 +238,7 @@ type HealthCheckDefinition struct {
 	Method                         string              `json:",omitempty"`
 	Body                           string              `json:",omitempty"`
 	TCP                            string              `json:",omitempty"`
+	UDP                            string              `json:",omitempty"`
 	GRPC                           string              `json:",omitempty"`
 	GRPCUseTLS                     bool                `json:",omitempty"`
 	AliasNode                      string              `json:",omitempty"`
@@ -271,6 +272,28 @@ type HealthCheck struct {
 
 // HealthChecks is a list of checks.
 type HealthChecks []*HealthCheck
+
+// TypeFromDefinition names the kind of check the definition describes
+// ("http", "tcp", "udp", "grpc", "ttl", "alias"), or "" when it names
+// none: the catalog fills in the Type of a check registered without one,
+// as Consul's /v1/txn and catalog reads show it.
+func (d *HealthCheckDefinition) TypeFromDefinition() string {
+	switch {
+	case d.GRPC != "":
+		return "grpc"
+	case d.HTTP != "":
+		return "http"
+	case d.TTL > 0:
+		return "ttl"
+	case d.TCP != "":
+		return "tcp"
+	case d.UDP != "":
+		return "udp"
+	case d.AliasNode != "" || d.AliasService != "":
+		return "alias"
+	}
+	return ""
+}
 
 // CheckServiceNode is a service instance with its node and every check that
 // applies to it (node checks and its own): the shape /v1/health/service

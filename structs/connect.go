@@ -1,5 +1,7 @@
 package structs
 
+import "encoding/json"
+
 // ProxyMode says how traffic reaches a sidecar: through explicit upstream
 // listeners, or redirected transparently.
 type ProxyMode string
@@ -73,4 +75,18 @@ type ConnectProxyConfig struct {
 	MeshGateway            MeshGatewayConfig      `json:",omitempty"`
 	Expose                 ExposeConfig           `json:",omitempty"`
 	TransparentProxy       TransparentProxyConfig `json:",omitempty"`
+}
+
+// MarshalJSON leaves out a zero TransparentProxy, as Consul's encoding
+// does: a proxy without transparent-proxy settings shows none.
+func (c ConnectProxyConfig) MarshalJSON() ([]byte, error) {
+	type plain ConnectProxyConfig // without this method
+	out := struct {
+		plain
+		TransparentProxy *TransparentProxyConfig `json:",omitempty"`
+	}{plain: plain(c)}
+	if c.TransparentProxy != (TransparentProxyConfig{}) {
+		out.TransparentProxy = &c.TransparentProxy
+	}
+	return json.Marshal(out)
 }

@@ -47,6 +47,21 @@ var (
 	// MethodOperatorServerHealth is the leader's latest health view of
 	// every server (/v1/operator/autopilot/health).
 	MethodOperatorServerHealth = readMethod[DCSpecificRequest, OperatorHealthReply]("Operator.ServerHealth")
+	// MethodOperatorAutopilotState is the leader's autopilot state
+	// (/v1/operator/autopilot/state).
+	MethodOperatorAutopilotState = readMethod[DCSpecificRequest, AutopilotState]("Operator.AutopilotState")
+	// MethodOperatorAutopilotGetConfiguration reads the replicated
+	// autopilot configuration.
+	MethodOperatorAutopilotGetConfiguration = readMethod[DCSpecificRequest, AutopilotConfigResponse]("Operator.AutopilotGetConfiguration")
+	// MethodOperatorAutopilotSetConfiguration replaces it; the reply is
+	// false when a check-and-set lost.
+	MethodOperatorAutopilotSetConfiguration = writeMethod[AutopilotSetConfigRequest, bool]("Operator.AutopilotSetConfiguration")
+	// MethodOperatorRaftTransferLeader makes the leader hand its
+	// leadership to another voter; the reply is true once it did.
+	MethodOperatorRaftTransferLeader = writeMethod[RaftTransferLeaderRequest, bool]("Operator.RaftTransferLeader")
+	// MethodOperatorUsage counts the catalog's nodes, services and
+	// instances (/v1/operator/usage).
+	MethodOperatorUsage = readMethod[DCSpecificRequest, UsageResponse]("Operator.Usage")
 
 	// Network coordinates.
 	//
@@ -102,6 +117,11 @@ func Methods() []MethodInfo {
 		MethodOperatorRaftRemovePeer,
 		MethodStatusRaftStats,
 		MethodOperatorServerHealth,
+		MethodOperatorAutopilotState,
+		MethodOperatorAutopilotGetConfiguration,
+		MethodOperatorAutopilotSetConfiguration,
+		MethodOperatorRaftTransferLeader,
+		MethodOperatorUsage,
 		MethodCoordinateUpdate,
 		MethodCoordinateListNodes,
 		MethodCoordinateNode,

@@ -43,6 +43,9 @@ const (
 	// PreparedQueryRequestType creates, updates or deletes a prepared
 	// query.
 	PreparedQueryRequestType MessageType = 11
+	// AutopilotRequestType sets the autopilot configuration, or
+	// check-and-sets it (AutopilotSetConfigRequest).
+	AutopilotRequestType MessageType = 12
 	// UpdateVirtualIPRequestType sets the manual virtual IPs of a service
 	// (AssignServiceManualVIPsRequest). Automatic virtual IPs need no
 	// command: registrations and config entry writes assign them.
@@ -81,6 +84,8 @@ func (t MessageType) String() string {
 		return "CoordinateBatchUpdate"
 	case PreparedQueryRequestType:
 		return "PreparedQuery"
+	case AutopilotRequestType:
+		return "Autopilot"
 	case UpdateVirtualIPRequestType:
 		return "UpdateVirtualIP"
 	}

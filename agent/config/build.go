@@ -70,6 +70,7 @@ func build(s *source, dev bool, opts LoadOptions) (*RuntimeConfig, []string, err
 		Logging: Logging{JSON: *s.LogJSON},
 	}
 	rc.XDSUpdateMaxPerSecond = *s.XDS.UpdateMaxPerSecond
+	rc.Autopilot = buildAutopilot(s.Autopilot, &p) // autopilot.go
 	if rc.XDSUpdateMaxPerSecond < 0 {
 		p.add("xds.update_max_per_second must not be negative")
 	}

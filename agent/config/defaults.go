@@ -83,6 +83,7 @@ func defaultSource() *source {
 		SyncCoordinateIntervalMin: ptr(DefaultSyncCoordinateIntervalMin),
 		Performance:               performanceSource{RaftMultiplier: ptr(DefaultRaftMultiplier)},
 		XDS:                       xdsSource{UpdateMaxPerSecond: ptr(DefaultXDSUpdateMaxPerSecond)},
+		Autopilot:                 defaultAutopilotSource(),
 		Limits: limitsSource{
 			KVMaxValueSize: ptr(uint64(DefaultKVMaxValueSize)),
 			TxnMaxReqLen:   ptr(uint64(DefaultTxnMaxReqLen)),

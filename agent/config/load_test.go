@@ -85,6 +85,7 @@ func TestLoadDefaults(t *testing.T) {
 		Connect:                   Connect{Enabled: true, CAProvider: "consul", LeafCertTTL: 72 * time.Hour, RootCertTTL: 87600 * time.Hour},
 		IntentionDefaultPolicy:    "allow",
 		XDSUpdateMaxPerSecond:     250,
+		Autopilot:                 Autopilot{CleanupDeadServers: true, LastContactThreshold: 200 * time.Millisecond, MaxTrailingLogs: 250, ServerStabilizationTime: 10 * time.Second},
 		DNS: DNS{Domain: "consul.", RecursorTimeout: 2 * time.Second, AllowStale: true, MaxStale: 87600 * time.Hour,
 			UDPAnswerLimit: 3, NodeMetaTXT: true, SOA: SOA{Refresh: 3600, Retry: 600, Expire: 86400}},
 		Encrypt: Encrypt{VerifyIncoming: true, VerifyOutgoing: true},
@@ -503,6 +504,47 @@ func TestXDSUpdateRate(t *testing.T) {
 	}
 	if got := load("-dev", "-node", "n", "-config-file", path).XDSUpdateMaxPerSecond; got != 40 {
 		t.Errorf("configured rate = %v, want 40", got)
+	}
+}
+
+// TestAutopilotBlock: the autopilot block, in JSON or HCL, overrides
+// Consul's defaults key by key; a bad duration is refused by name.
+func TestAutopilotBlock(t *testing.T) {
+	def := Autopilot{CleanupDeadServers: true, LastContactThreshold: 200 * time.Millisecond, MaxTrailingLogs: 250, ServerStabilizationTime: 10 * time.Second}
+	for _, tc := range []struct {
+		name, file, body string
+		want             Autopilot
+		wantErr          string
+	}{
+		{name: "defaults", file: "a.json", body: `{}`, want: def},
+		{name: "json", file: "a.json", body: `{"autopilot": {"cleanup_dead_servers": false, "server_stabilization_time": "1ms", "min_quorum": 3}}`,
+			want: Autopilot{LastContactThreshold: 200 * time.Millisecond, MaxTrailingLogs: 250, MinQuorum: 3, ServerStabilizationTime: time.Millisecond}},
+		{name: "hcl", file: "a.hcl", body: "autopilot {\n  last_contact_threshold = \"1s\"\n  max_trailing_logs = 500\n}\n",
+			want: Autopilot{CleanupDeadServers: true, LastContactThreshold: time.Second, MaxTrailingLogs: 500, ServerStabilizationTime: 10 * time.Second}},
+		{name: "bad duration", file: "a.json", body: `{"autopilot": {"last_contact_threshold": "soon"}}`, wantErr: "autopilot.last_contact_threshold"},
+		{name: "negative duration", file: "a.json", body: `{"autopilot": {"server_stabilization_time": "-1s"}}`, wantErr: "autopilot.server_stabilization_time"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), tc.file)
+			if err := os.WriteFile(path, []byte(tc.body), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			rc, warnings, err := Load(LoadOptions{Args: []string{"-dev", "-node", "n", "-config-file", path}, FlagOutput: io.Discard})
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one naming %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || rc.Autopilot != tc.want {
+				t.Fatalf("autopilot %+v, err %v; want %+v", rc.Autopilot, err, tc.want)
+			}
+			for _, w := range warnings {
+				if strings.Contains(w, "autopilot") {
+					t.Fatalf("an honoured key is warned about: %s", w)
+				}
+			}
+		})
 	}
 }
 

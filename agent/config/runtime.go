@@ -91,6 +91,9 @@ type RuntimeConfig struct {
 	// across all proxies of the agent (Consul's xds.update_max_per_second,
 	// default 250; 0 = unlimited, the -dev default).
 	XDSUpdateMaxPerSecond float64
+	// Autopilot is the autopilot block: the configuration the leader
+	// stores when the cluster has none.
+	Autopilot Autopilot
 	// IntentionDefaultPolicy is "allow" or "deny": what intentions decide
 	// when none matches. It follows acl.default_policy, as in Consul
 	// (default allow).

@@ -246,11 +246,13 @@ func consulKeys() *keyNode {
 				"master", "agent_master",
 			)),
 		})),
-		"autopilot": object(ignoredAll(
-			"cleanup_dead_servers", "last_contact_threshold", "max_trailing_logs", "min_quorum",
-			"server_stabilization_time", "disable_upgrade_migration", "redundancy_zone_tag",
-			"upgrade_version_tag",
-		)),
+		"autopilot": object(with(ignoredAll(
+			// Consul Enterprise's.
+			"disable_upgrade_migration", "redundancy_zone_tag", "upgrade_version_tag",
+		), map[string]*keyNode{
+			"cleanup_dead_servers": honoured(), "last_contact_threshold": honoured(), "max_trailing_logs": honoured(),
+			"min_quorum": honoured(), "server_stabilization_time": honoured(),
+		})),
 		"cache":          object(ignoredAll("entry_fetch_max_burst", "entry_fetch_rate")),
 		"config_entries": object(ignoredAll("bootstrap")),
 		"auto_encrypt":   refusedBlock("TLS (auto_encrypt)"),

@@ -59,6 +59,8 @@ type source struct {
 	deprecatedTLSSource
 	ACL aclSource `json:"acl"`
 	XDS xdsSource `json:"xds"`
+	// Autopilot is the autopilot block (autopilot.go).
+	Autopilot autopilotSource `json:"autopilot"`
 
 	// Service and check definitions, in the order read; the agent
 	// registers them (definitions.go).

@@ -151,7 +151,7 @@ func TestCatalogReads(t *testing.T) {
 				}
 			},
 			wantCode: 200, wantJSON: true, wantHeaders: readHeaders("5"),
-			wantBody: `[{"ID":"","Node":"n","Address":"","Datacenter":"","TaggedAddresses":null,"NodeMeta":{},"ServiceKind":"","ServiceID":"web1","ServiceName":"web","ServiceTags":[],"ServiceAddress":"","ServiceWeights":{"Passing":0,"Warning":0},"ServiceMeta":{},"ServicePort":80,"ServiceEnableTagOverride":false,"ServiceProxy":{"MeshGateway":{},"Expose":{},"TransparentProxy":{}},"ServiceConnect":{},"CreateIndex":0,"ModifyIndex":0}]`,
+			wantBody: `[{"ID":"","Node":"n","Address":"","Datacenter":"","TaggedAddresses":null,"NodeMeta":{},"ServiceKind":"","ServiceID":"web1","ServiceName":"web","ServiceTags":[],"ServiceAddress":"","ServiceWeights":{"Passing":0,"Warning":0},"ServiceMeta":{},"ServicePort":80,"ServiceEnableTagOverride":false,"ServiceProxy":{"MeshGateway":{},"Expose":{}},"ServiceConnect":{},"CreateIndex":0,"ModifyIndex":0}]`,
 			wantCalls: svcReq(func(r *structs.ServiceSpecificRequest) {
 				r.ServiceTags, r.TagFilter = []string{"a", "b"}, true
 				r.MinQueryIndex, r.MaxQueryTime = 3, time.Second
@@ -185,7 +185,7 @@ func TestCatalogReads(t *testing.T) {
 			wantCode: 200, wantJSON: true, anyCalls: true,
 			wantBody: `{"Node":{"ID":"","Node":"n1","Address":"10.0.0.1","Datacenter":"","TaggedAddresses":null,"Meta":{},"CreateIndex":0,"ModifyIndex":0},
 				"Services":{"web1":{"ID":"web1","Service":"web","Tags":[],"Address":"","Meta":{},"Port":80,"EnableTagOverride":false,
-				"Proxy":{"MeshGateway":{},"Expose":{},"TransparentProxy":{}},"Connect":{},"CreateIndex":0,"ModifyIndex":0}}}`,
+				"Proxy":{"MeshGateway":{},"Expose":{}},"Connect":{},"CreateIndex":0,"ModifyIndex":0}}}`,
 		},
 		{name: "missing node name", path: "/v1/catalog/node/", wantCode: 400, wantBody: "Missing node name"},
 	})

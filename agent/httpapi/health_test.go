@@ -37,10 +37,10 @@ func TestHealthEndpoints(t *testing.T) {
 			wantCode: 200, wantJSON: true, wantHeaders: readHeaders("8"),
 			wantBody: `[` +
 				`{"Node":{"ID":"","Node":"ok","Address":"","Datacenter":"","TaggedAddresses":null,"Meta":{},"CreateIndex":0,"ModifyIndex":0},` +
-				`"Service":{"ID":"web","Service":"web","Tags":[],"Address":"","Meta":{},"Port":0,"EnableTagOverride":false,"Proxy":{"MeshGateway":{},"Expose":{},"TransparentProxy":{}},"Connect":{},"CreateIndex":0,"ModifyIndex":0},` +
+				`"Service":{"ID":"web","Service":"web","Tags":[],"Address":"","Meta":{},"Port":0,"EnableTagOverride":false,"Proxy":{"MeshGateway":{},"Expose":{}},"Connect":{},"CreateIndex":0,"ModifyIndex":0},` +
 				`"Checks":[` + checkJSON("ok", "passing") + `,` + checkJSON("ok", "passing") + `]},` +
 				`{"Node":{"ID":"","Node":"warn","Address":"","Datacenter":"","TaggedAddresses":null,"Meta":{},"CreateIndex":0,"ModifyIndex":0},` +
-				`"Service":{"ID":"web","Service":"web","Tags":[],"Address":"","Meta":{},"Port":0,"EnableTagOverride":false,"Proxy":{"MeshGateway":{},"Expose":{},"TransparentProxy":{}},"Connect":{},"CreateIndex":0,"ModifyIndex":0},` +
+				`"Service":{"ID":"web","Service":"web","Tags":[],"Address":"","Meta":{},"Port":0,"EnableTagOverride":false,"Proxy":{"MeshGateway":{},"Expose":{}},"Connect":{},"CreateIndex":0,"ModifyIndex":0},` +
 				`"Checks":[` + checkJSON("warn", "passing") + `,` + checkJSON("warn", "warning") + `]}]`,
 			wantCalls: svcReq(func(*structs.ServiceSpecificRequest) {}),
 		},
@@ -48,7 +48,7 @@ func TestHealthEndpoints(t *testing.T) {
 			name: "bare ?passing means true and drops warnings", path: "/v1/health/service/web?passing&tag=v1", setup: twoInstances,
 			wantCode: 200, wantJSON: true,
 			wantBody: `[{"Node":{"ID":"","Node":"ok","Address":"","Datacenter":"","TaggedAddresses":null,"Meta":{},"CreateIndex":0,"ModifyIndex":0},` +
-				`"Service":{"ID":"web","Service":"web","Tags":[],"Address":"","Meta":{},"Port":0,"EnableTagOverride":false,"Proxy":{"MeshGateway":{},"Expose":{},"TransparentProxy":{}},"Connect":{},"CreateIndex":0,"ModifyIndex":0},` +
+				`"Service":{"ID":"web","Service":"web","Tags":[],"Address":"","Meta":{},"Port":0,"EnableTagOverride":false,"Proxy":{"MeshGateway":{},"Expose":{}},"Connect":{},"CreateIndex":0,"ModifyIndex":0},` +
 				`"Checks":[` + checkJSON("ok", "passing") + `,` + checkJSON("ok", "passing") + `]}]`,
 			wantCalls: svcReq(func(r *structs.ServiceSpecificRequest) {
 				r.PassingOnly, r.ServiceTags, r.TagFilter = true, []string{"v1"}, true

@@ -220,6 +220,11 @@ func (s *Server) routes() *http.ServeMux {
 	handle("/v1/operator/raft/peer", []string{http.MethodDelete}, s.operatorRaftPeer)
 	handle("/v1/operator/autopilot/health", get, s.operatorAutopilotHealth)
 	handle("/v1/operator/keyring", []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodDelete}, s.operatorKeyring)
+	// operator.go
+	handle("/v1/operator/autopilot/configuration", []string{http.MethodGet, http.MethodPut}, s.operatorAutopilotConfiguration)
+	handle("/v1/operator/autopilot/state", get, s.operatorAutopilotState)
+	handle("/v1/operator/raft/transfer-leader", []string{http.MethodPost}, s.operatorRaftTransferLeader)
+	handle("/v1/operator/usage", get, s.operatorUsage)
 	handle("/v1/snapshot", []string{http.MethodGet, http.MethodPut}, s.snapshot) // snapshot.go
 
 	handle("/v1/connect/ca/roots", get, s.connectCARoots)

@@ -106,7 +106,7 @@ func TestTxn(t *testing.T) {
 			wantBody: `{"Results":[
 				{"Node":{"ID":"","Node":"bar","Address":"192.168.0.1","Datacenter":"dc1","TaggedAddresses":null,"Meta":null,"CreateIndex":32,"ModifyIndex":32}},
 				{"Service":{"ID":"web1","Service":"web","Tags":null,"Address":"","Meta":null,"Port":80,"EnableTagOverride":false,
-					"Proxy":{"MeshGateway":{},"Expose":{},"TransparentProxy":{}},
+					"Proxy":{"MeshGateway":{},"Expose":{}},
 					"Connect":{},"CreateIndex":0,"ModifyIndex":0}},
 				{"Check":{"Node":"bar","CheckID":"service:web1","Name":"","Status":"critical","Notes":"","Output":"","ServiceID":"","ServiceName":"","ServiceTags":null,
 					"Type":"","Interval":"","Timeout":"","ExposedPort":0,"Definition":{},"CreateIndex":22,"ModifyIndex":35}}],"Errors":null}`,

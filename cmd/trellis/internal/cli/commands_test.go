@@ -281,6 +281,25 @@ func TestRaftRemovePeer(t *testing.T) {
 	})
 }
 
+func TestRaftTransferLeader(t *testing.T) {
+	post := func(query string) []sentRequest {
+		return []sentRequest{{Method: "POST", Path: "/v1/operator/raft/transfer-leader", Query: query}}
+	}
+	runCases(t, []cliCase{
+		{name: "to any voter", args: []string{"operator", "raft", "transfer-leader"},
+			routes: map[string]reply{"POST /v1/operator/raft/transfer-leader": {body: `{"Success":true}`}}, want: post(""), stdout: "Success\n"},
+		{name: "to a server, in a datacenter", args: []string{"operator", "raft", "transfer-leader", "-id", "id2", "-datacenter", "dc2"},
+			routes: map[string]reply{"POST /v1/operator/raft/transfer-leader": {body: `{"Success":true}`}}, want: post("dc=dc2&id=id2"), stdout: "Success\n"},
+		{name: "refused", args: []string{"operator", "raft", "transfer-leader", "-id", "nope"},
+			routes: map[string]reply{"POST /v1/operator/raft/transfer-leader": {status: 500, body: `cannot transfer leadership: server "nope" was not found in the Raft configuration`}},
+			want:   post("id=nope"), code: 1,
+			stderrHas: []string{`Error transferring leadership: Unexpected response code: 500 (cannot transfer leadership: server "nope" was not found in the Raft configuration)`}},
+		{name: "no success", args: []string{"operator", "raft", "transfer-leader"},
+			routes: map[string]reply{"POST /v1/operator/raft/transfer-leader": {body: `{"Success":false}`}}, want: post(""), code: 1,
+			stderrHas: []string{"Error transferring leadership: the leader did not transfer its leadership"}},
+	})
+}
+
 func TestMembersJoinLeave(t *testing.T) {
 	members := `[
 	 {"Name":"client-1","Addr":"127.0.0.3","Port":8301,"Tags":{"role":"node","dc":"dc1","build":"1.22.0:abc","vsn":"2"},"Status":1},

@@ -164,3 +164,45 @@ func autopilotHealth(ctx context.Context, c *apiClient) (map[string]autopilotSer
 	}
 	return out, true
 }
+
+const raftTransferLeaderHelp = `
+Usage: trellis operator raft transfer-leader [options] [-id=ID]
+
+  Makes the leader hand its leadership to the server with the given ID,
+  or to any other voter when no ID is given.`
+
+func runRaftTransferLeader(args []string, env *Env) int {
+	var (
+		hf httpFlags
+		id string
+	)
+	fs := newFlagSet("operator raft transfer-leader", raftTransferLeaderHelp, env.Stderr)
+	fs.StringVar(&id, "id", "", "The ID of the server to transfer leadership to.")
+	hf.register(fs, true)
+	if code, ok := parseFlags(fs, args); !ok {
+		return code
+	}
+	c, err := hf.client(env)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "Error initializing client: %s\n", err)
+		return 1
+	}
+	var q url.Values
+	if id != "" {
+		q = url.Values{"id": {id}}
+	}
+	body, _, err := c.do(context.Background(), request{method: http.MethodPost, path: "/v1/operator/raft/transfer-leader", query: q, withDC: true})
+	var reply struct{ Success bool }
+	if err == nil {
+		err = json.Unmarshal(body, &reply)
+	}
+	if err == nil && !reply.Success {
+		err = errors.New("the leader did not transfer its leadership")
+	}
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "Error transferring leadership: %v\n", err)
+		return 1
+	}
+	fmt.Fprintln(env.Stdout, "Success")
+	return 0
+}
