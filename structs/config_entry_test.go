@@ -208,7 +208,7 @@ func sampleEntries() []ConfigEntry {
 			Failover: map[string]ServiceResolverFailover{"*": {Datacenters: []string{"dc2"}}}, ConnectTimeout: Duration(3 * time.Second)},
 		&ServiceIntentionsConfigEntry{Kind: ServiceIntentions, Name: "db", Sources: []*SourceIntention{{Name: "web", Action: "allow", Precedence: 9, Type: "consul"}}},
 		&MeshConfigEntry{TransparentProxy: TransparentProxyMeshConfig{MeshDestinationsOnly: true}},
-		&IngressGatewayConfigEntry{Kind: IngressGateway, Name: "in", Listeners: []IngressListener{{Port: 8080, Protocol: "http", Services: []IngressService{{Name: "web", MaxConnections: &n}}}}},
+		&IngressGatewayConfigEntry{Kind: IngressGateway, Name: "in", Defaults: &IngressServiceConfig{MaxConnections: 2048}, Listeners: []IngressListener{{Port: 8080, Protocol: "http", Services: []IngressService{{Name: "web", MaxConnections: &n}}}}},
 		&TerminatingGatewayConfigEntry{Kind: TerminatingGateway, Name: "term", Services: []LinkedService{{Name: "ext", SNI: "x"}}},
 	}
 }
@@ -314,6 +314,12 @@ func TestConfigEntryJSONShape(t *testing.T) {
 	}
 	if got := string(b); got != `{"Kind":"mesh","TransparentProxy":{"MeshDestinationsOnly":false},"CreateIndex":1,"ModifyIndex":2}` {
 		t.Fatalf("mesh JSON %s", got)
+	}
+	// Consul answers every limit of an ingress gateway's Defaults, 0 when
+	// unset; the api client dereferences them.
+	b, _ = json.Marshal(&IngressServiceConfig{MaxConnections: 2048})
+	if got := string(b); got != `{"MaxConnections":2048,"MaxPendingRequests":0,"MaxConcurrentRequests":0}` {
+		t.Fatalf("ingress defaults JSON %s", got)
 	}
 	b, _ = json.Marshal(&ServiceResolverConfigEntry{Kind: ServiceResolver, Name: "db", ConnectTimeout: Duration(5 * time.Second)})
 	if got := string(b); got != `{"Kind":"service-resolver","Name":"db","ConnectTimeout":"5s","CreateIndex":0,"ModifyIndex":0}` {
