@@ -189,6 +189,7 @@ func (a *Agent) startServer() error {
 		RaftMultiplier:         rc.RaftMultiplier,
 		SessionTTLMin:          rc.SessionTTLMin,
 		DefaultIntentionPolicy: rc.IntentionDefaultPolicy,
+		CAClusterID:            rc.Connect.ClusterID,
 		Membership:             &a.members,
 		Coordinates:            &a.members,
 		Metrics:                a.metrics,

@@ -34,6 +34,8 @@ type testServer struct {
 	raftDial func(ctx context.Context, addr string) (net.Conn, error)
 	// wrapLog, when set, wraps the server's Raft log store.
 	wrapLog func(raft.LogStore) raft.LogStore
+	// clusterID, when set, is the CA's cluster ID at bootstrap.
+	clusterID string
 }
 
 func (ts *testServer) stop(t testing.TB) {
@@ -85,6 +87,7 @@ func startTestServer(t testing.TB, ts *testServer, expect int, bootstrap bool, j
 		Dial:                   ts.dial,
 		RaftDial:               ts.raftDial,
 		WrapLogStore:           ts.wrapLog,
+		CAClusterID:            ts.clusterID,
 	})
 	if err != nil {
 		t.Fatal(err)
