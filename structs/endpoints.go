@@ -110,6 +110,7 @@ func Methods() []MethodInfo {
 		MethodConfigEntryDelete,
 		MethodConfigEntryGet,
 		MethodConfigEntryList,
+		MethodExportedServicesList,
 		MethodIntentionApply,
 		MethodIntentionGet,
 		MethodIntentionList,
