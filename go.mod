@@ -20,6 +20,7 @@ require (
 	github.com/hashicorp/raft-boltdb/v2 v2.3.1
 	github.com/hashicorp/serf v0.10.4
 	github.com/miekg/dns v1.1.73
+	github.com/mitchellh/hashstructure v1.1.0
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.3
 	go.uber.org/goleak v1.3.0

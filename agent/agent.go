@@ -225,6 +225,7 @@ func (a *Agent) startServer() error {
 		RaftMultiplier:         rc.RaftMultiplier,
 		SessionTTLMin:          rc.SessionTTLMin,
 		DefaultIntentionPolicy: rc.IntentionDefaultPolicy,
+		CAClusterID:            rc.Connect.ClusterID,
 		Autopilot: &structs.AutopilotConfig{
 			CleanupDeadServers: rc.Autopilot.CleanupDeadServers, LastContactThreshold: rc.Autopilot.LastContactThreshold,
 			MaxTrailingLogs: rc.Autopilot.MaxTrailingLogs, MinQuorum: rc.Autopilot.MinQuorum,

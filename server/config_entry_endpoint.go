@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-memdb"
 
 	"github.com/trellis-mesh/trellis/state"
+	"github.com/trellis-mesh/trellis/state/query"
 	"github.com/trellis-mesh/trellis/structs"
 )
 
@@ -119,6 +120,15 @@ func (s *Server) configEntryList(ctx context.Context, args *structs.ConfigEntryQ
 			entries = kept
 		}
 		reply.Kind, reply.Index, reply.Entries = args.Kind, idx, entries
+		return err
+	})
+}
+
+// exportedServicesList resolves the exported-services entry (blocking).
+func (s *Server) exportedServicesList(ctx context.Context, args *structs.ExportedServicesQuery, reply *structs.IndexedExportedServices) error {
+	return s.blockingQuery(ctx, &args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, st *state.Store) error {
+		idx, services, err := query.ExportedServices(ws, st)
+		reply.Index, reply.Services = idx, services
 		return err
 	})
 }

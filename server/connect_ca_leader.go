@@ -85,9 +85,11 @@ func (s *Server) bootstrapConnectCA() error {
 		return nil
 	}
 	if cfg == nil {
-		id, err := newClusterID()
-		if err != nil {
-			return err
+		id := s.cfg.CAClusterID
+		if id == "" {
+			if id, err = newClusterID(); err != nil {
+				return err
+			}
 		}
 		cfg = &structs.CAConfiguration{ClusterID: id, Provider: structs.ConsulCAProvider, Config: ca.DefaultConfigMap()}
 	}

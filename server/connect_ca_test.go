@@ -60,6 +60,17 @@ func setCAConfig(t testing.TB, s *Server, cfg map[string]interface{}) error {
 	return structs.MethodConnectCAConfigurationSet.Call(context.Background(), s, &structs.CARequest{Config: &structs.CAConfiguration{Provider: "consul", Config: cfg}}, &struct{}{})
 }
 
+// TestConnectCABootstrapClusterID: a configured cluster ID
+// (connect.ca_config.cluster_id) is the trust domain of the CA the leader
+// bootstraps, as Consul's test servers rely on.
+func TestConnectCABootstrapClusterID(t *testing.T) {
+	const id = "11111111-2222-3333-4444-555555555555"
+	s := startTestCluster(t, 1, false, func(ts *testServer) { ts.clusterID = id })[0].srv
+	if roots := waitForCA(t, s); roots.TrustDomain != id+".consul" {
+		t.Fatalf("trust domain %q, want %s.consul", roots.TrustDomain, id)
+	}
+}
+
 func TestConnectCABootstrapAndSign(t *testing.T) {
 	s := startTestCluster(t, 1, false)[0].srv
 	roots := waitForCA(t, s)

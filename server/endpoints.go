@@ -74,6 +74,7 @@ func (s *Server) endpointTable() map[string]endpoint {
 	handle(t, structs.MethodConfigEntryGet, s.configEntryGet)
 	handle(t, structs.MethodConfigEntryList, s.configEntryList)
 	filtersItself(t, structs.MethodConfigEntryList)
+	handle(t, structs.MethodExportedServicesList, s.exportedServicesList)
 	handle(t, structs.MethodIntentionApply, s.intentionApply)
 	handle(t, structs.MethodIntentionGet, s.intentionGet)
 	handle(t, structs.MethodIntentionList, s.intentionList)

@@ -77,6 +77,11 @@ type Config struct {
 	CoordinateUpdatePeriod     time.Duration
 	CoordinateUpdateBatchSize  int
 	CoordinateUpdateMaxBatches int
+	// CAClusterID is the cluster ID (connect.ca_config.cluster_id, a UUID)
+	// the leader gives the CA when it bootstraps it, fixing the trust
+	// domain "<id>.consul"; empty generates a random one. A cluster whose
+	// CA exists keeps its ID.
+	CAClusterID string
 	// CSRMaxPerSecond limits leaf signing on the leader (a token bucket; see connect_ca.go): 0 means Consul's default of 50/s, negative disables the limit, and a CSRMaxPerSecond in the CA configuration overrides it.
 	CSRMaxPerSecond float64
 	// Metrics is where the server registers its instruments; nil keeps

@@ -65,3 +65,43 @@ func (c *Codec) NewStreamEncoder(w io.Writer) *codec.Encoder { return codec.NewE
 
 // NewStreamDecoder reads a sequence of values written by NewStreamEncoder.
 func (c *Codec) NewStreamDecoder(r io.Reader) *codec.Decoder { return codec.NewDecoder(r, c.h) }
+
+// The msgpack decoder decodes every value of a map whose values are
+// structs into one shared struct without zeroing it first, so a field the
+// encoder omitted (omitempty) keeps the value of the previous entry: a
+// resolver's Failover["v1"] would inherit Failover["*"]'s Datacenters.
+// Map value types with omitempty fields therefore decode themselves into a
+// fresh value (TestCodecMapValuesDecodeFresh finds any that do not).
+
+// CodecEncodeSelf implements codec.Selfer.
+func (f *ServiceResolverFailover) CodecEncodeSelf(enc *codec.Encoder) {
+	type plain ServiceResolverFailover
+	enc.MustEncode((*plain)(f))
+}
+
+// CodecDecodeSelf implements codec.Selfer.
+func (f *ServiceResolverFailover) CodecDecodeSelf(dec *codec.Decoder) {
+	type plain ServiceResolverFailover
+	decodeFresh(dec, func(p plain) { *f = ServiceResolverFailover(p) })
+}
+
+// CodecEncodeSelf implements codec.Selfer.
+func (s *ServiceResolverSubset) CodecEncodeSelf(enc *codec.Encoder) {
+	type plain ServiceResolverSubset
+	enc.MustEncode((*plain)(s))
+}
+
+// CodecDecodeSelf implements codec.Selfer.
+func (s *ServiceResolverSubset) CodecDecodeSelf(dec *codec.Decoder) {
+	type plain ServiceResolverSubset
+	decodeFresh(dec, func(p plain) { *s = ServiceResolverSubset(p) })
+}
+
+// decodeFresh decodes the next value into a zero P and hands it to set. P
+// is a method-less copy of the Selfer's type, so decoding it does not call
+// the Selfer again.
+func decodeFresh[P any](dec *codec.Decoder, set func(P)) {
+	var p P
+	dec.MustDecode(&p)
+	set(p)
+}

@@ -19,11 +19,23 @@ const (
 	MeshConfig         = "mesh"
 	IngressGateway     = "ingress-gateway"
 	TerminatingGateway = "terminating-gateway"
+	ExportedServices   = "exported-services"
+	APIGateway         = "api-gateway"
+	InlineCertificate  = "inline-certificate"
+	HTTPRoute          = "http-route"
+	JWTProvider        = "jwt-provider"
+
+	// FileSystemCertificate is a kind of certificate entry an API gateway
+	// listener may reference. Trellis does not store it.
+	FileSystemCertificate = "file-system-certificate"
 
 	// ProxyConfigGlobal is the only name a proxy-defaults entry may have.
 	ProxyConfigGlobal = "global"
 	// MeshConfigMesh is the name of the one mesh entry.
 	MeshConfigMesh = "mesh"
+	// DefaultPartitionName is Trellis's only admin partition, and so the
+	// only name an exported-services entry may have.
+	DefaultPartitionName = "default"
 
 	// WildcardSpecifier stands for "any service" in intentions and gateway
 	// service lists.
@@ -49,6 +61,7 @@ const (
 var ConfigEntryKinds = []string{
 	ServiceDefaults, ProxyDefaults, ServiceRouter, ServiceSplitter, ServiceResolver,
 	IngressGateway, TerminatingGateway, ServiceIntentions, MeshConfig,
+	ExportedServices, APIGateway, InlineCertificate, HTTPRoute, JWTProvider,
 }
 
 // ErrInvalidConfigEntryKind is returned for a kind Trellis does not know.
@@ -95,6 +108,16 @@ func MakeConfigEntry(kind, name string) (ConfigEntry, error) {
 		return &IngressGatewayConfigEntry{Kind: kind, Name: name}, nil
 	case TerminatingGateway:
 		return &TerminatingGatewayConfigEntry{Kind: kind, Name: name}, nil
+	case ExportedServices:
+		return &ExportedServicesConfigEntry{Kind: kind, Name: name}, nil
+	case APIGateway:
+		return &APIGatewayConfigEntry{Kind: kind, Name: name}, nil
+	case InlineCertificate:
+		return &InlineCertificateConfigEntry{Kind: kind, Name: name}, nil
+	case HTTPRoute:
+		return &HTTPRouteConfigEntry{Kind: kind, Name: name}, nil
+	case JWTProvider:
+		return &JWTProviderConfigEntry{Kind: kind, Name: name}, nil
 	}
 	return nil, &kindError{kind: kind}
 }

@@ -20,11 +20,12 @@ type IngressGatewayConfigEntry struct {
 }
 
 // IngressServiceConfig holds the default limits of an ingress gateway's
-// upstreams.
+// upstreams. The limits are plain numbers, always present in JSON (0 for
+// unset), as Consul stores and answers them.
 type IngressServiceConfig struct {
-	MaxConnections        *uint32
-	MaxPendingRequests    *uint32
-	MaxConcurrentRequests *uint32
+	MaxConnections        uint32              `alias:"max_connections"`
+	MaxPendingRequests    uint32              `alias:"max_pending_requests"`
+	MaxConcurrentRequests uint32              `alias:"max_concurrent_requests"`
 	PassiveHealthCheck    *PassiveHealthCheck `json:",omitempty" alias:"passive_health_check"`
 }
 

@@ -16,7 +16,8 @@ type ServiceIntentionsConfigEntry struct {
 	Kind    string
 	Name    string
 	Sources []*SourceIntention
-	// JWT is stored and served; Trellis does not verify JWTs yet.
+	// JWT requirements are refused when they name a provider (see
+	// ErrIntentionJWTUnsupported): Trellis does not verify JWTs.
 	JWT  *IntentionJWTRequirement `json:",omitempty"`
 	Meta map[string]string        `json:",omitempty"`
 	RaftIndex
@@ -186,6 +187,12 @@ func (e *ServiceIntentionsConfigEntry) HasAnyPermissions() bool {
 	return false
 }
 
+// ErrIntentionJWTUnsupported refuses an intention that requires a JWT.
+// Consul's proxies would reject requests without a valid token; Trellis
+// cannot verify tokens, so it refuses the intention rather than let those
+// requests through.
+var ErrIntentionJWTUnsupported = errors.New("JWT requirements in intentions are not supported: Trellis does not verify JWTs, and would allow requests that Consul denies")
+
 // Validate implements ConfigEntry with Consul's messages.
 func (e *ServiceIntentionsConfigEntry) Validate() error {
 	return e.validate(false)
@@ -211,6 +218,9 @@ func (e *ServiceIntentionsConfigEntry) validate(legacyWrite bool) error {
 			if p == nil || p.Name == "" {
 				return multiError([]error{errors.New("JWT provider name is required")})
 			}
+		}
+		if len(e.JWT.Providers) > 0 {
+			return fmt.Errorf("JWT: %w", ErrIntentionJWTUnsupported)
 		}
 	}
 	if legacyWrite {
@@ -268,6 +278,9 @@ func (e *ServiceIntentionsConfigEntry) validate(legacyWrite bool) error {
 		for j, perm := range src.Permissions {
 			if err := validatePermission(i, j, perm); err != nil {
 				return err
+			}
+			if perm.JWT != nil && len(perm.JWT.Providers) > 0 {
+				return fmt.Errorf("Sources[%d].Permissions[%d].JWT: %w", i, j, ErrIntentionJWTUnsupported)
 			}
 		}
 		if seen[src.Name] {

@@ -90,11 +90,7 @@ func TestDecodeConfigEntryJSON(t *testing.T) {
 }
 
 func TestConfigEntryValidate(t *testing.T) {
-	cases := []struct {
-		name  string
-		entry ConfigEntry
-		want  string // "" means valid
-	}{
+	cases := []validateCase{
 		{"proxy-defaults global", &ProxyConfigEntry{Name: "global"}, ""},
 		{"proxy-defaults other name", &ProxyConfigEntry{Name: "other"}, `invalid name ("other"), only "global" is supported`},
 		{"service-defaults ok", &ServiceConfigEntry{Name: "web", Protocol: "http"}, ""},
@@ -154,6 +150,19 @@ func TestConfigEntryValidate(t *testing.T) {
 		{"meta too long", &ServiceRouterConfigEntry{Name: "web", Meta: map[string]string{strings.Repeat("k", 129): "v"}},
 			"1 error occurred:\n\t* Meta key \"" + strings.Repeat("k", 129) + "\" exceeds maximum length 128\n\n"},
 	}
+	checkValidate(t, cases)
+}
+
+// validateCase is one entry and the error prefix its Normalize and
+// Validate must give ("" for valid).
+type validateCase struct {
+	name  string
+	entry ConfigEntry
+	want  string
+}
+
+func checkValidate(t *testing.T, cases []validateCase) {
+	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.entry.Normalize()
@@ -165,6 +174,8 @@ func TestConfigEntryValidate(t *testing.T) {
 				t.Fatalf("unexpected error: %v", err)
 			case tc.want != "" && (err == nil || !strings.HasPrefix(err.Error(), tc.want)):
 				t.Fatalf("err = %v, want prefix %q", err, tc.want)
+			case err != nil && strings.Contains(err.Error(), "PRIVATE KEY"):
+				t.Fatalf("error shows key material: %v", err)
 			}
 		})
 	}
@@ -193,6 +204,7 @@ func TestIntentionsNormalizePrecedence(t *testing.T) {
 // sampleEntries has one populated entry of every kind.
 func sampleEntries() []ConfigEntry {
 	n := uint32(3)
+	limit := 123
 	return []ConfigEntry{
 		&ServiceConfigEntry{Kind: ServiceDefaults, Name: "web", Protocol: "http", Meta: map[string]string{"a": "b"},
 			UpstreamConfig: &UpstreamConfiguration{Defaults: &UpstreamConfig{ConnectTimeoutMs: 10, Limits: &UpstreamLimits{}}},
@@ -208,8 +220,18 @@ func sampleEntries() []ConfigEntry {
 			Failover: map[string]ServiceResolverFailover{"*": {Datacenters: []string{"dc2"}}}, ConnectTimeout: Duration(3 * time.Second)},
 		&ServiceIntentionsConfigEntry{Kind: ServiceIntentions, Name: "db", Sources: []*SourceIntention{{Name: "web", Action: "allow", Precedence: 9, Type: "consul"}}},
 		&MeshConfigEntry{TransparentProxy: TransparentProxyMeshConfig{MeshDestinationsOnly: true}},
-		&IngressGatewayConfigEntry{Kind: IngressGateway, Name: "in", Listeners: []IngressListener{{Port: 8080, Protocol: "http", Services: []IngressService{{Name: "web", MaxConnections: &n}}}}},
+		&IngressGatewayConfigEntry{Kind: IngressGateway, Name: "in", Defaults: &IngressServiceConfig{MaxConnections: 2048}, Listeners: []IngressListener{{Port: 8080, Protocol: "http", Services: []IngressService{{Name: "web", MaxConnections: &n}}}}},
 		&TerminatingGatewayConfigEntry{Kind: TerminatingGateway, Name: "term", Services: []LinkedService{{Name: "ext", SNI: "x"}}},
+		&ExportedServicesConfigEntry{Kind: ExportedServices, Name: "default", Services: []ExportedService{{Name: "db", Consumers: []ServiceConsumer{{Peer: "alpha"}}}}},
+		&APIGatewayConfigEntry{Kind: APIGateway, Name: "gw", Defaults: &UpstreamLimits{MaxConnections: &limit},
+			Listeners: []APIGatewayListener{{Name: "l", Port: 8443, Protocol: "http", MaxRequestHeadersKB: &n,
+				TLS: APIGatewayTLSConfiguration{Certificates: []ResourceReference{{Kind: InlineCertificate, Name: "c"}}}}}},
+		&InlineCertificateConfigEntry{Kind: InlineCertificate, Name: "c", Certificate: "-----BEGIN CERTIFICATE-----", PrivateKey: "k"},
+		&HTTPRouteConfigEntry{Kind: HTTPRoute, Name: "r", Parents: []ResourceReference{{Kind: APIGateway, Name: "gw"}},
+			Rules: []HTTPRouteRule{{Filters: HTTPFilters{URLRewrite: &URLRewrite{Path: "/x"}, TimeoutFilter: &TimeoutFilter{RequestTimeout: time.Second}},
+				Services: []HTTPService{{Name: "api", Limits: &UpstreamLimits{MaxConnections: &limit}}}}}},
+		&JWTProviderConfigEntry{Kind: JWTProvider, Name: "okta", JSONWebKeySet: &JSONWebKeySet{Remote: &RemoteJWKS{URI: "https://x/jwks",
+			JWKSCluster: &JWKSCluster{DiscoveryType: "STATIC", ConnectTimeout: 5 * time.Second}}}},
 	}
 }
 
@@ -314,6 +336,12 @@ func TestConfigEntryJSONShape(t *testing.T) {
 	}
 	if got := string(b); got != `{"Kind":"mesh","TransparentProxy":{"MeshDestinationsOnly":false},"CreateIndex":1,"ModifyIndex":2}` {
 		t.Fatalf("mesh JSON %s", got)
+	}
+	// Consul answers every limit of an ingress gateway's Defaults, 0 when
+	// unset; the api client dereferences them.
+	b, _ = json.Marshal(&IngressServiceConfig{MaxConnections: 2048})
+	if got := string(b); got != `{"MaxConnections":2048,"MaxPendingRequests":0,"MaxConcurrentRequests":0}` {
+		t.Fatalf("ingress defaults JSON %s", got)
 	}
 	b, _ = json.Marshal(&ServiceResolverConfigEntry{Kind: ServiceResolver, Name: "db", ConnectTimeout: Duration(5 * time.Second)})
 	if got := string(b); got != `{"Kind":"service-resolver","Name":"db","ConnectTimeout":"5s","CreateIndex":0,"ModifyIndex":0}` {

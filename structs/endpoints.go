@@ -130,6 +130,7 @@ func Methods() []MethodInfo {
 		MethodConfigEntryDelete,
 		MethodConfigEntryGet,
 		MethodConfigEntryList,
+		MethodExportedServicesList,
 		MethodIntentionApply,
 		MethodIntentionGet,
 		MethodIntentionList,

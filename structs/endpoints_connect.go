@@ -11,6 +11,9 @@ var (
 	MethodConfigEntryDelete = writeMethod[ConfigEntryRequest, ConfigEntryDeleteResponse]("ConfigEntry.Delete")
 	MethodConfigEntryGet    = readMethod[ConfigEntryQuery, ConfigEntryResponse]("ConfigEntry.Get")
 	MethodConfigEntryList   = readMethod[ConfigEntryQuery, IndexedConfigEntries]("ConfigEntry.List")
+	// MethodExportedServicesList resolves the exported-services entry
+	// (GET /v1/exported-services).
+	MethodExportedServicesList = readMethod[ExportedServicesQuery, IndexedExportedServices]("ConfigEntry.ResolvedExportedServices")
 
 	// MethodIntentionApply writes one intention, as a write of the
 	// destination's service-intentions entry: upsert or delete by source

@@ -117,3 +117,22 @@ func (s *Server) configDelete(w http.ResponseWriter, r *http.Request) (any, erro
 	}
 	return struct{}{}, nil
 }
+
+// exportedServices serves GET /v1/exported-services: the services the
+// exported-services entry exports, wildcards resolved, each with its
+// consumers (blocking). Without an entry the answer is [].
+func (s *Server) exportedServices(w http.ResponseWriter, r *http.Request) (any, error) {
+	var args structs.ExportedServicesQuery
+	if err := s.parseQuery(r, &args.QueryOptions); err != nil {
+		return nil, err
+	}
+	var out structs.IndexedExportedServices
+	if err := structs.MethodExportedServicesList.Call(r.Context(), s.rpc, &args, &out); err != nil {
+		return nil, err
+	}
+	setMeta(w, &out.QueryMeta, &args.QueryOptions)
+	if out.Services == nil {
+		out.Services = []structs.ResolvedExportedService{}
+	}
+	return out.Services, nil
+}

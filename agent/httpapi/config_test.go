@@ -66,6 +66,23 @@ func TestConfigEndpoints(t *testing.T) {
 			wantCalls:   []rpcCall{{structs.MethodConfigEntryGet.Name(), structs.ConfigEntryQuery{Kind: "service-defaults", Name: "web", QueryOptions: qo()}}},
 		},
 		{
+			name: "exported services", path: "/v1/exported-services",
+			setup: func(f *fakeRPC, _ *Config) {
+				f.replies[structs.MethodExportedServicesList.Name()] = structs.IndexedExportedServices{QueryMeta: meta(6),
+					Services: []structs.ResolvedExportedService{{Service: "db", Consumers: structs.ResolvedConsumers{Peers: []string{"alpha"}}}}}
+			},
+			wantCode: 200, wantJSON: true, wantHeaders: readHeaders("6"),
+			wantBody:  `[{"Service":"db","Consumers":{"Peers":["alpha"]}}]`,
+			wantCalls: []rpcCall{{structs.MethodExportedServicesList.Name(), structs.ExportedServicesQuery{QueryOptions: qo()}}},
+		},
+		{
+			name: "exported services none", path: "/v1/exported-services",
+			setup: func(f *fakeRPC, _ *Config) {
+				f.replies[structs.MethodExportedServicesList.Name()] = structs.IndexedExportedServices{QueryMeta: meta(2)}
+			},
+			wantCode: 200, wantJSON: true, wantBody: `[]`, anyCalls: true,
+		},
+		{
 			name: "get missing", path: "/v1/config/service-defaults/nope?index=3&wait=1s",
 			setup: func(f *fakeRPC, _ *Config) {
 				f.replies[structs.MethodConfigEntryGet.Name()] = structs.ConfigEntryResponse{QueryMeta: meta(9)}

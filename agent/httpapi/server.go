@@ -237,6 +237,7 @@ func (s *Server) routes() *http.ServeMux {
 	// intentions.go, discovery_chain.go).
 	handle("/v1/config", put, s.configApply)
 	handle("/v1/config/", []string{http.MethodGet, http.MethodDelete}, s.configEndpoint)
+	handle("/v1/exported-services", get, s.exportedServices)
 	handle("/v1/connect/intentions", []string{http.MethodGet, http.MethodPost}, s.intentions)
 	handle("/v1/connect/intentions/", []string{http.MethodGet, http.MethodPut, http.MethodDelete}, s.intentionByID)
 	handle("/v1/connect/intentions/exact", []string{http.MethodGet, http.MethodPut, http.MethodDelete}, s.intentionExact)

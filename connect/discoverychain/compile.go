@@ -3,9 +3,10 @@ package discoverychain
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strings"
 	"time"
+
+	"github.com/mitchellh/hashstructure"
 
 	"github.com/trellis-mesh/trellis/structs"
 )
@@ -166,12 +167,16 @@ func (c *compiler) compile() (*structs.CompiledDiscoveryChain, error) {
 		c.protocol = o
 		c.customizedBy.protocol = true
 	}
+	hash, err := c.customizationHash()
+	if err != nil {
+		return nil, err
+	}
 	return &structs.CompiledDiscoveryChain{
 		ServiceName:       c.req.ServiceName,
 		Namespace:         defaultNamespace,
 		Partition:         defaultPartition,
 		Datacenter:        c.req.EvaluateInDatacenter,
-		CustomizationHash: c.customizationHash(),
+		CustomizationHash: hash,
 		Default:           c.isDefaultChain(),
 		Protocol:          c.protocol,
 		ServiceMeta:       c.serviceMeta,
@@ -183,25 +188,34 @@ func (c *compiler) compile() (*structs.CompiledDiscoveryChain, error) {
 
 // customizationHash identifies the overrides that changed the result (8
 // hex digits), or is empty when none did.
-func (c *compiler) customizationHash() string {
+func (c *compiler) customizationHash() (string, error) {
 	cb := c.customizedBy
 	if !cb.meshGateway && !cb.protocol && !cb.connectTimeout {
-		return ""
+		return "", nil
 	}
-	var mgw, proto string
-	var timeout time.Duration
+	// Consul hashes the overrides that took effect with hashstructure (v1),
+	// whose result depends on the field and type names: an anonymous struct
+	// with these fields gives Consul's hash, which clients see in the chain
+	// and in the names of the clusters built from it.
+	var customizations struct {
+		OverrideMeshGateway    structs.MeshGatewayConfig
+		OverrideProtocol       string
+		OverrideConnectTimeout time.Duration
+	}
 	if cb.meshGateway {
-		mgw = c.req.OverrideMeshGateway.Mode
+		customizations.OverrideMeshGateway = c.req.OverrideMeshGateway
 	}
 	if cb.protocol {
-		proto = c.req.OverrideProtocol
+		customizations.OverrideProtocol = c.req.OverrideProtocol
 	}
 	if cb.connectTimeout {
-		timeout = c.req.OverrideConnectTimeout
+		customizations.OverrideConnectTimeout = c.req.OverrideConnectTimeout
 	}
-	h := fnv.New64a()
-	_, _ = fmt.Fprintf(h, "mgw=%s\x00proto=%s\x00timeout=%d", mgw, proto, timeout)
-	return fmt.Sprintf("%016x", h.Sum64())[:8]
+	v, err := hashstructure.Hash(customizations, nil)
+	if err != nil {
+		return "", fmt.Errorf("discovery chain: customization hash: %w", err)
+	}
+	return fmt.Sprintf("%x", v)[:8], nil
 }
 
 // isDefaultChain reports whether the chain is just the default resolution

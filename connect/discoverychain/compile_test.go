@@ -251,3 +251,41 @@ func TestCompileDoesNotShareInput(t *testing.T) {
 		t.Fatalf("SNI without trust domain: %s", chain.Targets["web.default.default.dc1"].SNI)
 	}
 }
+
+// TestCustomizationHash pins the hash to Consul's: consul/api's own test
+// expects 98809527 for these overrides of a resolver with a 33s timeout.
+func TestCustomizationHash(t *testing.T) {
+	cases := []struct {
+		name string
+		req  func(*CompileRequest)
+		want string
+	}{
+		{name: "no overrides", req: func(*CompileRequest) {}, want: ""},
+		{name: "overrides equal to the chain's", req: func(r *CompileRequest) { r.OverrideProtocol = "tcp" }, want: ""},
+		{name: "consul api test", want: "98809527", req: func(r *CompileRequest) {
+			r.EvaluateInDatacenter = "dc2"
+			r.OverrideMeshGateway = structs.MeshGatewayConfig{Mode: "local"}
+			r.OverrideProtocol = "grpc"
+			r.OverrideConnectTimeout = 22 * time.Second
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			req := CompileRequest{
+				ServiceName:           "web",
+				EvaluateInDatacenter:  "dc1",
+				EvaluateInTrustDomain: testTrustDomain,
+				Entries: NewEntries().Add(&structs.ServiceResolverConfigEntry{
+					Kind: structs.ServiceResolver, Name: "web", ConnectTimeout: structs.Duration(33 * time.Second)}),
+			}
+			tc.req(&req)
+			chain, err := Compile(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if chain.CustomizationHash != tc.want {
+				t.Fatalf("CustomizationHash = %q, want %q", chain.CustomizationHash, tc.want)
+			}
+		})
+	}
+}
