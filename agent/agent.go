@@ -189,9 +189,15 @@ func (a *Agent) startServer() error {
 		RaftMultiplier:         rc.RaftMultiplier,
 		SessionTTLMin:          rc.SessionTTLMin,
 		DefaultIntentionPolicy: rc.IntentionDefaultPolicy,
-		Membership:             &a.members,
-		Coordinates:            &a.members,
-		Metrics:                a.metrics,
+		Connect: server.ConnectConfig{
+			Disabled:    !rc.Connect.Enabled,
+			ClusterID:   rc.Connect.ClusterID,
+			LeafCertTTL: rc.Connect.LeafCertTTL,
+			RootCertTTL: rc.Connect.RootCertTTL,
+		},
+		Membership:  &a.members,
+		Coordinates: &a.members,
+		Metrics:     a.metrics,
 		// As Consul's -dev: coordinates show up within a report interval.
 		CoordinateUpdatePeriod: devDuration(rc.DevMode, 100*time.Millisecond),
 	})

@@ -86,6 +86,27 @@ type Config struct {
 	// DefaultIntentionPolicy decides connections no intention matches:
 	// "allow" (the default, as Consul without ACLs) or "deny".
 	DefaultIntentionPolicy string
+	// Connect is the agent's connect block: whether the CA runs, and what
+	// the first CA configuration holds.
+	Connect ConnectConfig
+}
+
+// ConnectConfig is the part of Consul's connect block the servers read.
+// The zero value is Connect enabled with a generated cluster ID and the
+// default TTLs.
+type ConnectConfig struct {
+	// Disabled is connect.enabled = false: the leader creates no CA and the
+	// CA endpoints answer ErrConnectNotEnabled, as Consul's do.
+	Disabled bool
+	// ClusterID fixes the trust domain ("<ClusterID>.consul") of a CA
+	// created from scratch (connect.ca_config.cluster_id); empty generates
+	// one. It never changes an existing CA.
+	ClusterID string
+	// LeafCertTTL and RootCertTTL seed the first CA configuration
+	// (connect.ca_config.leaf_cert_ttl, root_cert_ttl); zero keeps the
+	// defaults.
+	LeafCertTTL time.Duration
+	RootCertTTL time.Duration
 }
 
 func (c *Config) setDefaults() {

@@ -34,6 +34,8 @@ type testServer struct {
 	raftDial func(ctx context.Context, addr string) (net.Conn, error)
 	// wrapLog, when set, wraps the server's Raft log store.
 	wrapLog func(raft.LogStore) raft.LogStore
+	// connect is the server's connect block (zero: enabled, defaults).
+	connect ConnectConfig
 }
 
 func (ts *testServer) stop(t testing.TB) {
@@ -85,6 +87,7 @@ func startTestServer(t testing.TB, ts *testServer, expect int, bootstrap bool, j
 		Dial:                   ts.dial,
 		RaftDial:               ts.raftDial,
 		WrapLogStore:           ts.wrapLog,
+		Connect:                ts.connect,
 	})
 	if err != nil {
 		t.Fatal(err)
