@@ -310,6 +310,7 @@ func (a *Agent) startHTTP() error {
 		Events:            a,
 		LeafCerts:         leafCerts,
 		ConnectAuthorizer: authorizer,
+		EnableDebug:       rc.EnableDebug,
 	})
 	if err != nil {
 		return err

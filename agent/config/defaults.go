@@ -120,6 +120,10 @@ func defaultSource() *source {
 		LogLevel:           ptr(DefaultLogLevel),
 		LogJSON:            ptr(false),
 		DisableUpdateCheck: ptr(false),
+
+		EnableDebug:             ptr(false),
+		EnableScriptChecks:      ptr(false),
+		EnableLocalScriptChecks: ptr(false),
 	}
 }
 
@@ -139,5 +143,7 @@ func devSource() *source {
 		Connect:            connectSource{Enabled: ptr(true)},
 		LogLevel:           ptr("debug"),
 		DisableUpdateCheck: ptr(true),
+		// As Consul's -dev: the /debug/pprof endpoints are served.
+		EnableDebug: ptr(true),
 	}
 }

@@ -36,7 +36,7 @@ type flagValues struct {
 func ignoredBoolFlags() []string {
 	return []string{
 		"auto-reload-config", "disable-host-node-id", "disable-keyring-file",
-		"enable-local-script-checks", "enable-script-checks", "non-voting-server",
+		"non-voting-server",
 		"read-replica", "rejoin", "syslog", "ui",
 	}
 }
@@ -114,6 +114,8 @@ func newFlagSet(fv *flagValues, output io.Writer) *flag.FlagSet {
 	fs.Var(stringSlice{&fv.hcl}, "hcl", "An HCL config fragment, merged after the config files and flags. Can be specified multiple times.")
 	fs.Var(stringPtr{&s.LogLevel}, "log-level", "Log level of the agent: trace, debug, info, warn or error.")
 	fs.Var(boolPtr{&s.LogJSON}, "log-json", "Output logs in JSON format.")
+	fs.Var(boolPtr{&s.EnableScriptChecks}, "enable-script-checks", "Enables health check scripts, also when registered over the HTTP API.")
+	fs.Var(boolPtr{&s.EnableLocalScriptChecks}, "enable-local-script-checks", "Enables health check scripts from configuration files only.")
 
 	for _, name := range ignoredBoolFlags() {
 		fs.Var(ignoredFlag{name: name, isBool: true, seen: &fv.ignored}, name, "Consul flag accepted for compatibility; not implemented by Trellis.")

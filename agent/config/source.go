@@ -66,6 +66,10 @@ type source struct {
 	LogLevel           *string `json:"log_level"`
 	LogJSON            *bool   `json:"log_json"`
 	DisableUpdateCheck *bool   `json:"disable_update_check"`
+
+	EnableDebug             *bool `json:"enable_debug"`
+	EnableScriptChecks      *bool `json:"enable_script_checks"`
+	EnableLocalScriptChecks *bool `json:"enable_local_script_checks"`
 }
 
 type addressesSource struct {

@@ -71,6 +71,8 @@ type Config struct {
 	// Cache answers the ?cached reads (cached.go); nil answers them from
 	// the servers, as if ?cached were absent, with X-Cache: MISS.
 	Cache Cache
+	// EnableDebug serves /debug/pprof/ (debug.go), Consul's enable_debug.
+	EnableDebug bool
 }
 
 // ErrInvalidConfig is returned by New when a required Config field is
@@ -101,6 +103,7 @@ type Server struct {
 	authorizer  ConnectAuthorizer
 	events      Events
 	cache       Cache
+	enableDebug bool
 	handler     http.Handler
 }
 
@@ -134,6 +137,7 @@ func New(cfg Config) (*Server, error) {
 		authorizer:  cfg.ConnectAuthorizer,
 		events:      cfg.Events,
 		cache:       cfg.Cache,
+		enableDebug: cfg.EnableDebug,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -247,6 +251,9 @@ func (s *Server) routes() *http.ServeMux {
 	handle("/v1/coordinate/node/", get, s.coordinateNode)
 	handle("/v1/coordinate/update", put, s.coordinateUpdate)
 
+	if s.enableDebug {
+		debugRoutes(mux)
+	}
 	mux.HandleFunc("/", index)
 	return mux
 }
