@@ -98,7 +98,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	logs := newLogHub()
-	return &Agent{rc: cfg.Runtime, logger: slog.New(logs.Handler(cfg.Logger.Handler())), logs: logs, reload: cfg.Reload, metrics: newRegistry(),
+	return &Agent{rc: cfg.Runtime, logger: slog.New(logs.Handler(cfg.Logger.Handler())), logs: logs, reload: cfg.Reload, metrics: newRegistry(metricsHostname()),
 		codec: structs.NewCodec(), events: userevent.NewBuffer(userevent.DefaultBufferSize)}, nil
 }
 
@@ -304,7 +304,7 @@ func (a *Agent) startHTTP() error {
 		Leaver:            a,
 		Reloader:          reloader,
 		Monitor:           logMonitor{hub: a.logs},
-		Metrics:           metricsHandler(a.metrics),
+		Metrics:           metricsHandler(a.metrics, metricsHostname()),
 		Local:             a.local,
 		ProxyStatus:       a,
 		Events:            a,
