@@ -311,6 +311,7 @@ func (a *Agent) startHTTP() error {
 		LeafCerts:         leafCerts,
 		ConnectAuthorizer: authorizer,
 		EnableDebug:       rc.EnableDebug,
+		Host:              hostInfo{},
 	})
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/trellis-mesh/trellis/agent/hostinfo"
 	"github.com/trellis-mesh/trellis/telemetry"
 )
 
@@ -25,6 +27,11 @@ func newRegistry(hostname string) *prometheus.Registry {
 		telemetry.NewRuntimeCollector(hostname))
 	return reg
 }
+
+// hostInfo serves /v1/agent/host from this machine.
+type hostInfo struct{}
+
+func (hostInfo) HostInfo(ctx context.Context) any { return hostinfo.Collect(ctx) }
 
 // metricsHostname is the host name in Consul's gauge names: the OS's, as
 // go-metrics takes it; none when the OS cannot say.

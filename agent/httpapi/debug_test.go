@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"context"
 	"testing"
 )
 
@@ -36,4 +37,23 @@ func TestDebugPprof(t *testing.T) {
 			{name: "profile", path: "/debug/pprof/profile?seconds=1", wantCode: 404},
 		})
 	})
+}
+
+// hostFake is a HostInfo that answers a fixed document.
+type hostFake map[string]any
+
+func (h hostFake) HostInfo(context.Context) any { return map[string]any(h) }
+
+// TestAgentHost: /v1/agent/host serves what the agent's HostInfo reports,
+// through the official client, and 501 without one.
+func TestAgentHost(t *testing.T) {
+	s, _, _ := newTestServer(t, func(_ *fakeRPC, c *Config) {
+		c.Host = hostFake{"CollectionTime": 7, "Errors": []string{}}
+	})
+	c, _ := officialClient(t, s)
+	got, err := c.Agent().Host()
+	if err != nil || got["CollectionTime"] != float64(7) {
+		t.Fatalf("host %v %v", got, err)
+	}
+	runCases(t, []apiCase{{name: "not served", path: "/v1/agent/host", wantCode: 501, wantBody: "not served by this agent"}})
 }
