@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
 
@@ -514,6 +515,9 @@ func (a *Agent) self() httpapi.SelfInfo {
 		PrimaryDatacenter: rc.Datacenter,
 		Meta:              rc.NodeMeta,
 		Stats:             a.stats(),
+
+		SerfAdvertiseAddrLAN: net.JoinHostPort(rc.Addresses.Advertise, strconv.Itoa(rc.Ports.SerfLAN)),
+		SerfBindAddrLAN:      net.JoinHostPort(rc.Addresses.SerfLAN, strconv.Itoa(rc.Ports.SerfLAN)),
 	}
 	if a.gossip != nil {
 		info.Member = memberInfo(a.gossip.LocalMember())
