@@ -118,7 +118,7 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	logs := newLogHub()
-	return &Agent{rc: cfg.Runtime, logger: slog.New(logs.Handler(cfg.Logger.Handler())), logs: logs, reload: cfg.Reload, metrics: newRegistry(),
+	return &Agent{rc: cfg.Runtime, logger: slog.New(logs.Handler(cfg.Logger.Handler())), logs: logs, reload: cfg.Reload, metrics: newRegistry(metricsHostname()),
 		codec: structs.NewCodec(), events: userevent.NewBuffer(userevent.DefaultBufferSize),
 		// Made before gossip starts, whose events trigger passes; nothing
 		// reads it on a client agent, where it stays full.
@@ -225,7 +225,12 @@ func (a *Agent) startServer() error {
 		RaftMultiplier:         rc.RaftMultiplier,
 		SessionTTLMin:          rc.SessionTTLMin,
 		DefaultIntentionPolicy: rc.IntentionDefaultPolicy,
-		CAClusterID:            rc.Connect.ClusterID,
+		Connect: server.ConnectConfig{
+			Disabled:    !rc.Connect.Enabled,
+			ClusterID:   rc.Connect.ClusterID,
+			LeafCertTTL: rc.Connect.LeafCertTTL,
+			RootCertTTL: rc.Connect.RootCertTTL,
+		},
 		Autopilot: &structs.AutopilotConfig{
 			CleanupDeadServers: rc.Autopilot.CleanupDeadServers, LastContactThreshold: rc.Autopilot.LastContactThreshold,
 			MaxTrailingLogs: rc.Autopilot.MaxTrailingLogs, MinQuorum: rc.Autopilot.MinQuorum,
@@ -343,12 +348,14 @@ func (a *Agent) startHTTP() error {
 		Leaver:            a,
 		Reloader:          reloader,
 		Monitor:           logMonitor{hub: a.logs},
-		Metrics:           metricsHandler(a.metrics),
+		Metrics:           metricsHandler(a.metrics, metricsHostname()),
 		Local:             a.local,
 		ProxyStatus:       a,
 		Events:            a,
 		LeafCerts:         leafCerts,
 		ConnectAuthorizer: authorizer,
+		EnableDebug:       rc.EnableDebug,
+		Host:              hostInfo{},
 	})
 	if err != nil {
 		return err
@@ -572,6 +579,9 @@ func (a *Agent) self() httpapi.SelfInfo {
 		PrimaryDatacenter: rc.Datacenter,
 		Meta:              rc.NodeMeta,
 		Stats:             a.stats(),
+
+		SerfAdvertiseAddrLAN: net.JoinHostPort(rc.Addresses.Advertise, strconv.Itoa(rc.Ports.SerfLAN)),
+		SerfBindAddrLAN:      net.JoinHostPort(rc.Addresses.SerfLAN, strconv.Itoa(rc.Ports.SerfLAN)),
 	}
 	if a.gossip != nil {
 		info.Member = memberInfo(a.gossip.LocalMember())

@@ -87,6 +87,9 @@ func (a *Agent) startLocal() error {
 		SidecarMinPort:      rc.Ports.SidecarMin,
 		SidecarMaxPort:      rc.Ports.SidecarMax,
 		CheckUpdateInterval: rc.CheckUpdateInterval,
+
+		EnableScriptChecks:      rc.EnableScriptChecks,
+		EnableLocalScriptChecks: rc.EnableLocalScriptChecks,
 	})
 	if err != nil {
 		return err

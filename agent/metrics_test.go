@@ -100,4 +100,13 @@ func TestMetricsAfterKVWrite(t *testing.T) {
 	if !leader {
 		t.Errorf("json gauges lack a positive consul.raft.last_index: %+v", sum.Gauges)
 	}
+	// Consul's runtime gauges, named with the host name as Consul's are.
+	runtimeGauge := "consul." + metricsHostname() + ".runtime.alloc_bytes"
+	found := false
+	for _, g := range sum.Gauges {
+		found = found || (g.Name == runtimeGauge && g.Value > 0)
+	}
+	if !found {
+		t.Errorf("json gauges lack a positive %s", runtimeGauge)
+	}
 }

@@ -16,6 +16,17 @@ import (
 	"github.com/trellis-mesh/trellis/structs"
 )
 
+// requireConnect answers a CA method with ErrConnectNotEnabled when the
+// server runs with Connect off, as Consul's CA endpoints do.
+func requireConnect[A, R any](s *Server, fn func(context.Context, *A, *R) error) func(context.Context, *A, *R) error {
+	return func(ctx context.Context, a *A, r *R) error {
+		if s.cfg.Connect.Disabled {
+			return structs.ErrConnectNotEnabled
+		}
+		return fn(ctx, a, r)
+	}
+}
+
 // connectCARoots lists the trusted roots (blocking on the roots table).
 // Roots carry no key material: keys live in their own table.
 func (s *Server) connectCARoots(ctx context.Context, args *structs.DCSpecificRequest, reply *structs.IndexedCARoots) error {
@@ -77,6 +88,9 @@ func (s *Server) connectCAConfigurationSet(_ context.Context, args *structs.CARe
 		ForceWithoutCrossSigning: args.Config.ForceWithoutCrossSigning,
 	}
 	unredactConfig(next, current)
+	if ps := ca.ProviderState(next.Config); ps != nil {
+		next.State = ps
+	}
 	if next.Provider == current.Provider && sameConfigMap(next.Config, current.Config) {
 		return nil
 	}

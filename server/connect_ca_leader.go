@@ -22,6 +22,9 @@ const caBootstrapRetryMax = 30 * time.Second
 // after its barrier and defers the returned function, which stops the
 // duties and waits for them.
 func (s *Server) startConnectCA(ctx context.Context) (stop func()) {
+	if s.cfg.Connect.Disabled {
+		return func() {}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -85,19 +88,37 @@ func (s *Server) bootstrapConnectCA() error {
 		return nil
 	}
 	if cfg == nil {
-		id := s.cfg.CAClusterID
-		if id == "" {
-			if id, err = newClusterID(); err != nil {
-				return err
-			}
+		if cfg, err = s.initialCAConfig(); err != nil {
+			return err
 		}
-		cfg = &structs.CAConfiguration{ClusterID: id, Provider: structs.ConsulCAProvider, Config: ca.DefaultConfigMap()}
 	}
 	parsed, err := ca.ParseConfig(cfg.Config)
 	if err != nil {
 		return err
 	}
 	return s.rotateCA(st, cfg, parsed)
+}
+
+// initialCAConfig is the configuration of a CA created from scratch: the
+// agent's connect.ca_config over the defaults, as Consul seeds its first
+// CA configuration from the agent's.
+func (s *Server) initialCAConfig() (*structs.CAConfiguration, error) {
+	cc := s.cfg.Connect
+	id := cc.ClusterID
+	if id == "" {
+		var err error
+		if id, err = newClusterID(); err != nil {
+			return nil, err
+		}
+	}
+	m := ca.DefaultConfigMap()
+	if cc.LeafCertTTL > 0 {
+		m["LeafCertTTL"] = cc.LeafCertTTL.String()
+	}
+	if cc.RootCertTTL > 0 {
+		m["RootCertTTL"] = cc.RootCertTTL.String()
+	}
+	return &structs.CAConfiguration{ClusterID: id, Provider: structs.ConsulCAProvider, Config: m}, nil
 }
 
 // pruneCARoots removes inactive roots that no valid leaf can chain to any

@@ -65,7 +65,7 @@ func setCAConfig(t testing.TB, s *Server, cfg map[string]interface{}) error {
 // bootstraps, as Consul's test servers rely on.
 func TestConnectCABootstrapClusterID(t *testing.T) {
 	const id = "11111111-2222-3333-4444-555555555555"
-	s := startTestCluster(t, 1, false, func(ts *testServer) { ts.clusterID = id })[0].srv
+	s := startTestCluster(t, 1, false, func(ts *testServer) { ts.connect.ClusterID = id })[0].srv
 	if roots := waitForCA(t, s); roots.TrustDomain != id+".consul" {
 		t.Fatalf("trust domain %q, want %s.consul", roots.TrustDomain, id)
 	}

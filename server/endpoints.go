@@ -63,10 +63,10 @@ func (s *Server) endpointTable() map[string]endpoint {
 	handle(t, structs.MethodInternalKeyringOperation, s.keyringOperation)
 	servedHere(t, structs.MethodInternalKeyringOperation)
 
-	handle(t, structs.MethodConnectCARoots, s.connectCARoots)
-	handle(t, structs.MethodConnectCAConfigurationGet, s.connectCAConfigurationGet)
-	handle(t, structs.MethodConnectCAConfigurationSet, s.connectCAConfigurationSet)
-	handle(t, structs.MethodConnectCASign, s.connectCASign)
+	handle(t, structs.MethodConnectCARoots, requireConnect(s, s.connectCARoots))
+	handle(t, structs.MethodConnectCAConfigurationGet, requireConnect(s, s.connectCAConfigurationGet))
+	handle(t, structs.MethodConnectCAConfigurationSet, requireConnect(s, s.connectCAConfigurationSet))
+	handle(t, structs.MethodConnectCASign, requireConnect(s, s.connectCASign))
 
 	// Config entries, intentions and discovery chains.
 	handle(t, structs.MethodConfigEntryApply, s.configEntryApply)

@@ -77,11 +77,6 @@ type Config struct {
 	CoordinateUpdatePeriod     time.Duration
 	CoordinateUpdateBatchSize  int
 	CoordinateUpdateMaxBatches int
-	// CAClusterID is the cluster ID (connect.ca_config.cluster_id, a UUID)
-	// the leader gives the CA when it bootstraps it, fixing the trust
-	// domain "<id>.consul"; empty generates a random one. A cluster whose
-	// CA exists keeps its ID.
-	CAClusterID string
 	// CSRMaxPerSecond limits leaf signing on the leader (a token bucket; see connect_ca.go): 0 means Consul's default of 50/s, negative disables the limit, and a CSRMaxPerSecond in the CA configuration overrides it.
 	CSRMaxPerSecond float64
 	// Metrics is where the server registers its instruments; nil keeps
@@ -108,6 +103,27 @@ type Config struct {
 	// DefaultIntentionPolicy decides connections no intention matches:
 	// "allow" (the default, as Consul without ACLs) or "deny".
 	DefaultIntentionPolicy string
+	// Connect is the agent's connect block: whether the CA runs, and what
+	// the first CA configuration holds.
+	Connect ConnectConfig
+}
+
+// ConnectConfig is the part of Consul's connect block the servers read.
+// The zero value is Connect enabled with a generated cluster ID and the
+// default TTLs.
+type ConnectConfig struct {
+	// Disabled is connect.enabled = false: the leader creates no CA and the
+	// CA endpoints answer ErrConnectNotEnabled, as Consul's do.
+	Disabled bool
+	// ClusterID fixes the trust domain ("<ClusterID>.consul") of a CA
+	// created from scratch (connect.ca_config.cluster_id); empty generates
+	// one. It never changes an existing CA.
+	ClusterID string
+	// LeafCertTTL and RootCertTTL seed the first CA configuration
+	// (connect.ca_config.leaf_cert_ttl, root_cert_ttl); zero keeps the
+	// defaults.
+	LeafCertTTL time.Duration
+	RootCertTTL time.Duration
 }
 
 func (c *Config) setDefaults() {

@@ -36,8 +36,8 @@ type testServer struct {
 	wrapLog func(raft.LogStore) raft.LogStore
 	// autopilot, when set, is the server's configured autopilot defaults.
 	autopilot *structs.AutopilotConfig
-	// clusterID, when set, is the CA's cluster ID at bootstrap.
-	clusterID string
+	// connect is the server's connect block (zero: enabled, defaults).
+	connect ConnectConfig
 }
 
 func (ts *testServer) stop(t testing.TB) {
@@ -90,7 +90,7 @@ func startTestServer(t testing.TB, ts *testServer, expect int, bootstrap bool, j
 		RaftDial:               ts.raftDial,
 		WrapLogStore:           ts.wrapLog,
 		Autopilot:              ts.autopilot,
-		CAClusterID:            ts.clusterID,
+		Connect:                ts.connect,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,11 @@ type CheckType struct {
 	Status     string   `json:",omitempty"`
 	Notes      string   `json:",omitempty"`
 	ScriptArgs []string `json:",omitempty"`
+	// DockerContainerID runs ScriptArgs inside that container (a "docker"
+	// check); Shell is Consul's shell for a docker check's script, kept
+	// as registered.
+	DockerContainerID string `json:",omitempty"`
+	Shell             string `json:",omitempty"`
 
 	HTTP          string              `json:",omitempty"`
 	Header        map[string][]string `json:",omitempty"`
@@ -43,6 +48,16 @@ func (c *CheckType) IsTCP() bool   { return c.TCP != "" && c.Interval > 0 }
 func (c *CheckType) IsGRPC() bool  { return c.GRPC != "" && c.Interval > 0 }
 func (c *CheckType) IsAlias() bool { return c.AliasNode != "" || c.AliasService != "" }
 
+// IsScript and IsDocker: a script check runs ScriptArgs on the agent's
+// host, a docker check runs them in DockerContainerID, both every
+// Interval. Either runs only where the agent enables script checks.
+func (c *CheckType) IsScript() bool {
+	return len(c.ScriptArgs) > 0 && c.DockerContainerID == "" && c.Interval > 0
+}
+func (c *CheckType) IsDocker() bool {
+	return len(c.ScriptArgs) > 0 && c.DockerContainerID != "" && c.Interval > 0
+}
+
 // Type is the check's type name as the catalog shows it ("ttl", "http", ...).
 func (c *CheckType) Type() string {
 	switch {
@@ -56,6 +71,8 @@ func (c *CheckType) Type() string {
 		return "grpc"
 	case c.IsAlias():
 		return "alias"
+	case c.IsDocker():
+		return "docker"
 	case len(c.ScriptArgs) > 0:
 		return "script"
 	}

@@ -62,6 +62,9 @@ var (
 	ErrIntentionNotFound = newError("IntentionNotFound", CodeNotFound, "Intention not found")
 	// ErrCANotInitialized: the leader has not created the CA yet.
 	ErrCANotInitialized = newError("CANotInitialized", CodeFailedPrecondition, "CA is uninitialized and unable to sign certificates yet")
+	// ErrConnectNotEnabled: the agent runs with connect.enabled = false,
+	// so there is no CA to read, configure or sign with.
+	ErrConnectNotEnabled = newError("ConnectNotEnabled", CodeInternal, "Connect must be enabled in order to use this endpoint")
 	// ErrCAStateReadOnly refuses a CA configuration that changes State.
 	ErrCAStateReadOnly = newError("CAStateReadOnly", CodeInvalidArgument, "Provider State is read-only. It must be omitted or identical to the current value")
 
@@ -85,7 +88,7 @@ var (
 func Sentinels() []*Error {
 	return []*Error{ErrNoLeader, ErrNoDCPath, ErrNoServers, ErrPermissionDenied, ErrRateLimited,
 		ErrFilterNotSupported, ErrUnknownMethod, ErrIntentionNotFound, ErrCANotInitialized,
-		ErrCAStateReadOnly, ErrInvalidFilter, ErrLeadershipLost, ErrOutcomeUnknown,
+		ErrConnectNotEnabled, ErrCAStateReadOnly, ErrInvalidFilter, ErrLeadershipLost, ErrOutcomeUnknown,
 		ErrSnapshotInvalid, ErrSnapshotTooLarge, ErrQueryNotFound}
 }
 

@@ -51,9 +51,14 @@ type SampledValue struct {
 // cumulative, so here a counter's Count and Sum are its total since start
 // (Mean 1 per increment, Rate the total over the 10 s interval Consul
 // reports), and a timer's Count, Sum and Mean are its totals with Min and
-// Max its lowest and highest quantiles of the last 10 s.
-func Summarize(families []*dto.MetricFamily, now time.Time) Summary {
+// Max its lowest and highest quantiles of the last 10 s. known are dotted
+// names beyond Definitions (such as RuntimeGaugeNames) whose Prometheus
+// form is to be read back to them.
+func Summarize(families []*dto.MetricFamily, now time.Time, known ...string) Summary {
 	names := newDottedNames()
+	for _, n := range known {
+		names[PromName(n)] = n
+	}
 	out := Summary{
 		Timestamp: now.UTC().Truncate(10 * time.Second).Format("2006-01-02 15:04:05 -0700 MST"),
 		Gauges:    []GaugeValue{}, Points: []PointValue{}, Counters: []SampledValue{}, Samples: []SampledValue{},

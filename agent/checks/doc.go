@@ -1,5 +1,7 @@
-// Package checks runs an agent's health checks: TTL, HTTP, TCP, gRPC and
-// alias checks, with Consul's semantics (statuses, output formats, default
+// Package checks runs an agent's health checks: TTL, HTTP, TCP, gRPC,
+// alias, script and docker checks (script.go: a process, or `docker exec`
+// through the docker CLI; whether one may be registered at all is the
+// agent's local state's decision), with Consul's semantics (statuses, output formats, default
 // timeouts, the minimum interval, SuccessBeforePassing and
 // FailuresBeforeCritical).
 //

@@ -18,8 +18,7 @@ var (
 	// ErrInvalidCheck: the definition cannot be run (nil, no ID, no type,
 	// or a missing dependency such as an RPC client for AliasNode).
 	ErrInvalidCheck = errors.New("invalid check definition")
-	// ErrUnsupportedCheck: a check type Trellis does not run (script
-	// checks).
+	// ErrUnsupportedCheck: a check type Trellis does not run.
 	ErrUnsupportedCheck = errors.New("unsupported check type")
 	// ErrStopped: the Manager or runner has been stopped.
 	ErrStopped = errors.New("checks: stopped")

@@ -244,8 +244,14 @@ func (m *Manager) build(checkID string, def *structs.CheckType) (*entry, error) 
 			Notifier: m.cfg.Notifier, Source: m.cfg.AliasSource,
 			RPC: m.cfg.RPC, Datacenter: m.cfg.Datacenter, Logger: logger,
 		})
-	case "script":
-		return nil, fmt.Errorf("%w: check %q is a script check", ErrUnsupportedCheck, checkID)
+	case "script", "docker":
+		// The agent's local state admits only the script checks the
+		// agent's enable_script_checks settings allow.
+		e.runner = NewScriptCheck(ScriptCheckConfig{
+			CheckID: checkID, Args: def.ScriptArgs, DockerContainerID: def.DockerContainerID,
+			Interval: m.interval(checkID, def), Timeout: def.Timeout.Duration(),
+			OutputMaxSize: maxOut, Notifier: m.statusHandler(def, logger), Logger: logger,
+		})
 	default:
 		return nil, fmt.Errorf("%w: check %q needs a TTL, or HTTP, TCP or GRPC with an Interval, or an alias", ErrInvalidCheck, checkID)
 	}

@@ -6,8 +6,9 @@ import "fmt"
 // buffer Consul reads HTTP check bodies into: a long body is reported by
 // its end, which is where error details usually are.
 type tailBuffer struct {
-	max int
-	buf []byte
+	max   int
+	buf   []byte
+	total int // bytes ever written
 }
 
 func newTailBuffer(max int) *tailBuffer {
@@ -20,6 +21,7 @@ func newTailBuffer(max int) *tailBuffer {
 // Write never fails; bytes beyond the cap push out the oldest ones.
 func (t *tailBuffer) Write(p []byte) (int, error) {
 	n := len(p)
+	t.total += n
 	if len(p) >= t.max {
 		t.buf = append(t.buf[:0], p[len(p)-t.max:]...)
 		return n, nil

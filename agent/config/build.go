@@ -58,6 +58,10 @@ func build(s *source, dev bool, opts LoadOptions) (*RuntimeConfig, []string, err
 		Locality:             buildLocality(s.Locality),
 		DisableUpdateCheck:   *s.DisableUpdateCheck,
 		PidFile:              deref(s.PidFile),
+		EnableDebug:          *s.EnableDebug,
+		EnableScriptChecks:   *s.EnableScriptChecks,
+		// Consul: enable_script_checks implies the local ones.
+		EnableLocalScriptChecks: *s.EnableLocalScriptChecks || *s.EnableScriptChecks,
 		Limits: Limits{
 			KVMaxValueSize: *s.Limits.KVMaxValueSize,
 			TxnMaxReqLen:   *s.Limits.TxnMaxReqLen,

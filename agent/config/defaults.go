@@ -126,6 +126,10 @@ func defaultSource() *source {
 		EncryptVerifyIncoming: ptr(true),
 		EncryptVerifyOutgoing: ptr(true),
 		DisableKeyringFile:    ptr(false),
+
+		EnableDebug:             ptr(false),
+		EnableScriptChecks:      ptr(false),
+		EnableLocalScriptChecks: ptr(false),
 	}
 }
 
@@ -145,5 +149,7 @@ func devSource() *source {
 		Connect:            connectSource{Enabled: ptr(true)},
 		LogLevel:           ptr("debug"),
 		DisableUpdateCheck: ptr(true),
+		// As Consul's -dev: the /debug/pprof endpoints are served.
+		EnableDebug: ptr(true),
 	}
 }

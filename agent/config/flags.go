@@ -36,7 +36,7 @@ type flagValues struct {
 func ignoredBoolFlags() []string {
 	return []string{
 		"auto-reload-config", "disable-host-node-id",
-		"enable-local-script-checks", "enable-script-checks", "non-voting-server",
+		"non-voting-server",
 		"read-replica", "rejoin", "syslog", "ui",
 	}
 }
@@ -111,6 +111,8 @@ func newFlagSet(fv *flagValues, output io.Writer) *flag.FlagSet {
 	fs.Var(stringPtr{&s.LogLevel}, "log-level", "Log level of the agent: trace, debug, info, warn or error.")
 	fs.Var(boolPtr{&s.LogJSON}, "log-json", "Output logs in JSON format.")
 	fs.Var(stringPtr{&s.PidFile}, "pid-file", "Path to file to store agent PID.")
+	fs.Var(boolPtr{&s.EnableScriptChecks}, "enable-script-checks", "Enables health check scripts, also when registered over the HTTP API.")
+	fs.Var(boolPtr{&s.EnableLocalScriptChecks}, "enable-local-script-checks", "Enables health check scripts from configuration files only.")
 
 	for _, name := range ignoredBoolFlags() {
 		fs.Var(ignoredFlag{name: name, isBool: true, seen: &fv.ignored}, name, "Consul flag accepted for compatibility; not implemented by Trellis.")

@@ -126,6 +126,21 @@ func TestLoadDev(t *testing.T) {
 				t.Errorf("node=%q http=%d grpc=%v", rc.NodeName, rc.Ports.HTTP, rc.GRPCListenAddrs())
 			}
 		}},
+		{"debug on, scripts off", []string{"-dev"}, func(t *testing.T, rc *RuntimeConfig) {
+			if !rc.EnableDebug || rc.EnableScriptChecks || rc.EnableLocalScriptChecks {
+				t.Errorf("debug=%v scripts=%v local=%v", rc.EnableDebug, rc.EnableScriptChecks, rc.EnableLocalScriptChecks)
+			}
+		}},
+		{"script flags", []string{"-dev", "-enable-local-script-checks"}, func(t *testing.T, rc *RuntimeConfig) {
+			if rc.EnableScriptChecks || !rc.EnableLocalScriptChecks {
+				t.Errorf("scripts=%v local=%v", rc.EnableScriptChecks, rc.EnableLocalScriptChecks)
+			}
+		}},
+		{"remote scripts imply local ones", []string{"-dev", "-hcl", "enable_script_checks = true\nenable_debug = false"}, func(t *testing.T, rc *RuntimeConfig) {
+			if rc.EnableDebug || !rc.EnableScriptChecks || !rc.EnableLocalScriptChecks {
+				t.Errorf("debug=%v scripts=%v local=%v", rc.EnableDebug, rc.EnableScriptChecks, rc.EnableLocalScriptChecks)
+			}
+		}},
 		{"flags beat the dev overlay", []string{"-dev", "-bind", "127.0.0.2", "-log-level", "WARN", "-client", "0.0.0.0"}, func(t *testing.T, rc *RuntimeConfig) {
 			if rc.Addresses.Bind != "127.0.0.2" || rc.Addresses.Advertise != "127.0.0.2" || rc.Logging.Level != "warn" {
 				t.Errorf("bind=%q adv=%q level=%q", rc.Addresses.Bind, rc.Addresses.Advertise, rc.Logging.Level)

@@ -121,6 +121,16 @@ type RuntimeConfig struct {
 	// at start; it removes the file when it exits.
 	PidFile string
 
+	// EnableDebug serves Go's profiles under /debug/pprof/ on the HTTP
+	// API (Consul's enable_debug; on in -dev).
+	EnableDebug bool
+	// EnableScriptChecks runs script and Docker checks, whoever registers
+	// them: config files and the HTTP API. EnableLocalScriptChecks runs
+	// only those of config files; the HTTP API refuses them (Consul's
+	// enable_script_checks and enable_local_script_checks).
+	EnableScriptChecks      bool
+	EnableLocalScriptChecks bool
+
 	// Services are the service definitions of the config sources (their
 	// service and services keys), and Checks their check definitions, in
 	// the order read. The agent registers them at start and again on each

@@ -210,6 +210,11 @@ func consulKeys() *keyNode {
 		"enable_syslog":        ignored(),
 		"syslog_facility":      ignored(),
 
+		// /debug/pprof and script checks (agent/checks).
+		"enable_debug":               honoured(),
+		"enable_script_checks":       honoured(),
+		"enable_local_script_checks": honoured(),
+
 		// Things Trellis never does, so disabling them is already true.
 		"disable_update_check":        honoured(),
 		"disable_anonymous_signature": noop(),
@@ -294,8 +299,7 @@ func consulKeys() *keyNode {
 		"default_query_time", "max_query_time",
 		"disable_coordinates", "disable_host_node_id", "disable_http_unprintable_char_filter",
 		"discard_check_output", "discovery_max_stale",
-		"enable_agent_tls_for_checks", "enable_central_service_config", "enable_debug",
-		"enable_script_checks", "enable_local_script_checks",
+		"enable_agent_tls_for_checks", "enable_central_service_config",
 		"gossip_lan", "gossip_wan", "license_path",
 		"primary_datacenter", "primary_gateways", "primary_gateways_interval",
 		"protocol", "raft_protocol", "raft_snapshot_threshold", "raft_snapshot_interval",

@@ -83,6 +83,10 @@ type source struct {
 	LogJSON            *bool   `json:"log_json"`
 	DisableUpdateCheck *bool   `json:"disable_update_check"`
 	PidFile            *string `json:"pid_file"`
+
+	EnableDebug             *bool `json:"enable_debug"`
+	EnableScriptChecks      *bool `json:"enable_script_checks"`
+	EnableLocalScriptChecks *bool `json:"enable_local_script_checks"`
 }
 
 type addressesSource struct {

@@ -26,6 +26,11 @@ type SelfInfo struct {
 	Member MemberInfo
 	// Meta is the node's metadata.
 	Meta map[string]string
+	// SerfAdvertiseAddrLAN and SerfBindAddrLAN are the Serf LAN
+	// addresses, "ip:port"; DebugConfig shows them as Consul does, as
+	// "tcp://ip:port" (tools strip the scheme to join the agent).
+	SerfAdvertiseAddrLAN string
+	SerfBindAddrLAN      string
 	// Stats are the sections of Consul's Stats block ("agent", "consul",
 	// "raft", "serf_lan", "runtime", "build"), each of string values.
 	Stats map[string]map[string]string
@@ -65,9 +70,11 @@ type agentSelfConfig struct {
 // agentSelfDebugConfig is the part of Consul's "DebugConfig" block Trellis
 // fills in (durations are Go strings there).
 type agentSelfDebugConfig struct {
-	Datacenter    string
-	NodeName      string
-	SessionTTLMin string
+	Datacenter           string
+	NodeName             string
+	SessionTTLMin        string
+	SerfAdvertiseAddrLAN string `json:",omitempty"`
+	SerfBindAddrLAN      string `json:",omitempty"`
 }
 
 // agentSelfResponse is the /v1/agent/self answer.
@@ -112,9 +119,11 @@ func (s *Server) agentSelf(w http.ResponseWriter, r *http.Request) (any, error) 
 			SessionTTLMin:     s.sessionMin,
 		},
 		DebugConfig: agentSelfDebugConfig{
-			Datacenter:    s.dc,
-			NodeName:      s.nodeName,
-			SessionTTLMin: s.sessionMin.String(),
+			Datacenter:           s.dc,
+			NodeName:             s.nodeName,
+			SessionTTLMin:        s.sessionMin.String(),
+			SerfAdvertiseAddrLAN: tcpAddr(info.SerfAdvertiseAddrLAN),
+			SerfBindAddrLAN:      tcpAddr(info.SerfBindAddrLAN),
 		},
 		Member: m,
 		Stats:  orEmptyStats(info.Stats),
@@ -131,6 +140,15 @@ func (s *Server) agentMetrics(w http.ResponseWriter, r *http.Request) (any, erro
 	}
 	// Consul's summary shape, with nothing measured.
 	return telemetry.Summarize(nil, time.Now()), nil
+}
+
+// tcpAddr is addr as Consul's DebugConfig shows a TCP address; "" stays
+// "" (and is left out).
+func tcpAddr(addr string) string {
+	if addr == "" {
+		return ""
+	}
+	return "tcp://" + addr
 }
 
 func orEmptyStats(m map[string]map[string]string) map[string]map[string]string {

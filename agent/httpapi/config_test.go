@@ -168,6 +168,12 @@ func TestIntentionEndpoints(t *testing.T) {
 			wantCode: 404, wantBody: "Intention not found", anyCalls: true,
 		},
 		{
+			// Consul's text comes from its UUID index; clients look for
+			// "UUID" in it.
+			name: "get by malformed id", path: "/v1/connect/intentions/hello",
+			wantCode: 400, wantBody: `failed intention lookup: index error: invalid UUID "hello": uuid string is wrong length`,
+		},
+		{
 			name: "exact without source", path: "/v1/connect/intentions/exact?destination=db",
 			wantCode: 500, wantBody: "required query parameter 'source' not set",
 		},

@@ -73,14 +73,16 @@ func (s *Server) intentionWriteByID(r *http.Request, op structs.IntentionOp, id 
 }
 
 // intentionGetByID reads one intention by ID: 404 when there is none, 400
-// for an ID that is not a UUID (Consul's answer to one).
+// for an ID that is not a UUID. Consul's text is its UUID index's ("failed
+// intention lookup: index error: UUID must be 36 characters"), and clients
+// look for "UUID" in it.
 func (s *Server) intentionGetByID(w http.ResponseWriter, r *http.Request, id string) (any, error) {
 	args := structs.IntentionQueryRequest{IntentionID: id}
 	if err := s.parseQuery(r, &args.QueryOptions); err != nil {
 		return nil, err
 	}
 	if err := structs.ParseUUID(id); err != nil {
-		return nil, badRequest(fmt.Sprintf("Invalid intention ID %q: %v", id, err))
+		return nil, badRequest(fmt.Sprintf("failed intention lookup: index error: invalid UUID %q: %v", id, err))
 	}
 	return s.intentionGetOne(w, r, &args)
 }

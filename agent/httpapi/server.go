@@ -71,6 +71,10 @@ type Config struct {
 	// Cache answers the ?cached reads (cached.go); nil answers them from
 	// the servers, as if ?cached were absent, with X-Cache: MISS.
 	Cache Cache
+	// Host serves /v1/agent/host (agent_host.go); nil answers it with 501.
+	Host HostInfo
+	// EnableDebug serves /debug/pprof/ (debug.go), Consul's enable_debug.
+	EnableDebug bool
 }
 
 // ErrInvalidConfig is returned by New when a required Config field is
@@ -101,6 +105,8 @@ type Server struct {
 	authorizer  ConnectAuthorizer
 	events      Events
 	cache       Cache
+	enableDebug bool
+	host        HostInfo
 	handler     http.Handler
 }
 
@@ -134,6 +140,8 @@ func New(cfg Config) (*Server, error) {
 		authorizer:  cfg.ConnectAuthorizer,
 		events:      cfg.Events,
 		cache:       cfg.Cache,
+		enableDebug: cfg.EnableDebug,
+		host:        cfg.Host,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -163,6 +171,7 @@ func (s *Server) routes() *http.ServeMux {
 
 	handle("/v1/agent/self", get, s.agentSelf)
 	handle("/v1/agent/metrics", get, s.agentMetrics)
+	handle("/v1/agent/host", get, s.agentHost)
 	handle("/v1/agent/members", get, s.agentMembers)
 	handle("/v1/agent/join/", put, s.agentJoin)
 	handle("/v1/agent/leave", put, s.agentLeave)
@@ -257,6 +266,9 @@ func (s *Server) routes() *http.ServeMux {
 
 	handle("/v1/internal/service-virtual-ip", put, s.internalServiceVirtualIP) // internal.go
 
+	if s.enableDebug {
+		debugRoutes(mux)
+	}
 	mux.HandleFunc("/", index)
 	return mux
 }

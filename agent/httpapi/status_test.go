@@ -112,12 +112,14 @@ func TestAgentSelf(t *testing.T) {
 						Member: MemberInfo{Name: "node1", Addr: "127.0.0.1", Port: 8301, Tags: map[string]string{"role": "consul"}, Status: 1, ProtocolMin: 1, ProtocolMax: 5, ProtocolCur: 2},
 						Meta:   map[string]string{"rack": "r1"},
 						Stats:  map[string]map[string]string{"raft": {"state": "Leader"}},
+
+						SerfAdvertiseAddrLAN: "127.0.0.1:8301", SerfBindAddrLAN: "0.0.0.0:8301",
 					}
 				}
 			},
 			wantCode: 200, wantJSON: true,
 			wantBody: `{"Config":{"Datacenter":"dc1","PrimaryDatacenter":"dc1","NodeName":"node1","NodeID":"0b5c6d4e-0000-4000-8000-000000000001","Revision":"abc","Server":true,"Version":"1.22.0","BuildDate":"2026-01-01T00:00:00Z","SessionTTLMin":15000000000},
-				"DebugConfig":{"Datacenter":"dc1","NodeName":"node1","SessionTTLMin":"15s"},"Coord":null,
+				"DebugConfig":{"Datacenter":"dc1","NodeName":"node1","SessionTTLMin":"15s","SerfAdvertiseAddrLAN":"tcp://127.0.0.1:8301","SerfBindAddrLAN":"tcp://0.0.0.0:8301"},"Coord":null,
 				"Member":{"Name":"node1","Addr":"127.0.0.1","Port":8301,"Tags":{"role":"consul"},"Status":1,"ProtocolMin":1,"ProtocolMax":5,"ProtocolCur":2,"DelegateMin":0,"DelegateMax":0,"DelegateCur":0},
 				"Stats":{"raft":{"state":"Leader"}},"Meta":{"rack":"r1"}}`,
 		},

@@ -342,9 +342,6 @@ func CheckFromDefinition(def *structs.CheckDefinition, node string) (*structs.He
 	if field, msg := checkTypeProblem(ct); msg != "" {
 		return nil, nil, invalid(field, "Invalid check: %s", msg)
 	}
-	if len(ct.ScriptArgs) > 0 {
-		return nil, nil, invalid("ScriptArgs", MsgScriptsDisabled)
-	}
 	id := def.ID
 	if id == "" {
 		id = def.CheckID

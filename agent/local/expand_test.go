@@ -87,11 +87,6 @@ func TestValidateServiceDefinition(t *testing.T) {
 			wantField: "Check.Status", wantMsg: "Status for checks must 'passing', 'warning', 'critical'",
 		},
 		{
-			name:      "script check",
-			def:       &structs.ServiceDefinition{Name: "web", Check: &structs.CheckType{ScriptArgs: []string{"true"}, Interval: dur(time.Second)}},
-			wantField: "Check.ScriptArgs", wantMsg: MsgScriptsDisabled,
-		},
-		{
 			name:      "weights",
 			def:       &structs.ServiceDefinition{Name: "web", Weights: &structs.Weights{Passing: 0, Warning: 1}},
 			wantField: "Weights", wantMsg: "Invalid Weights: Passing must be greater than 0",

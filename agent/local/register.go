@@ -46,6 +46,14 @@ func (s *State) RegisterConfigService(def *structs.ServiceDefinition, token stri
 }
 
 func (s *State) registerService(def *structs.ServiceDefinition, token string, replaceExistingChecks, persist bool) (*RegisterResult, error) {
+	if err := s.scriptsAllowed(def.AllChecks(), persist); err != nil {
+		return nil, err
+	}
+	if sc := def.Connect; sc != nil && sc.SidecarService != nil {
+		if err := s.scriptsAllowed(sc.SidecarService.AllChecks(), persist); err != nil {
+			return nil, err
+		}
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	exp, err := ExpandService(def, s.expandOptionsLocked())
@@ -332,7 +340,28 @@ func (s *State) registerCheck(def *structs.CheckDefinition, token string, persis
 	if err != nil {
 		return nil, err
 	}
+	if err := s.scriptsAllowed(structs.CheckTypes{ct}, persist); err != nil {
+		return nil, err
+	}
 	return s.addCheck(hc, ct, token, persist)
+}
+
+// scriptsAllowed refuses script and docker checks the agent does not
+// run: remote (HTTP) registrations need enable_script_checks, config file
+// ones either setting, as in Consul.
+func (s *State) scriptsAllowed(checks structs.CheckTypes, remote bool) error {
+	for _, c := range checks {
+		if c == nil || len(c.ScriptArgs) == 0 {
+			continue
+		}
+		switch {
+		case remote && !s.cfg.EnableScriptChecks:
+			return invalid("ScriptArgs", MsgScriptsDisabled)
+		case !remote && !s.cfg.EnableLocalScriptChecks && !s.cfg.EnableScriptChecks:
+			return invalid("ScriptArgs", MsgLocalScriptsDisabled)
+		}
+	}
+	return nil
 }
 
 func (s *State) addCheck(check *structs.HealthCheck, def *structs.CheckType, token string, persist bool) (*CheckState, error) {

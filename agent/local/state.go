@@ -62,6 +62,12 @@ type Config struct {
 	CheckUpdateInterval time.Duration
 	// Now is the clock (tests); nil means time.Now.
 	Now func() time.Time
+	// EnableScriptChecks accepts script and docker checks from the HTTP
+	// API; EnableLocalScriptChecks from the config files only (Consul's
+	// enable_script_checks, enable_local_script_checks). Without them a
+	// registration with such a check is refused whole.
+	EnableScriptChecks      bool
+	EnableLocalScriptChecks bool
 }
 
 // State is the agent's local services and checks. It is safe for

@@ -37,6 +37,8 @@ const (
 	MsgBadCheckStatus     = "Status for checks must 'passing', 'warning', 'critical'"
 	MsgMissingCheckName   = "Missing check name"
 	MsgScriptsDisabled    = "Scripts are disabled on this agent from remote calls; to enable, configure 'enable_script_checks' to true"
+	// MsgLocalScriptsDisabled refuses a script check of a config file.
+	MsgLocalScriptsDisabled = "Scripts are disabled on this agent; to enable, configure 'enable_script_checks' or 'enable_local_script_checks' to true"
 )
 
 // ValidateServiceDefinition checks a service registration before anything
@@ -399,9 +401,6 @@ func validateCheckTypes(all structs.CheckTypes, prefix string) *ValidationError 
 		}
 		if c.Status != "" && !validStatus(c.Status) {
 			return invalid(field+".Status", MsgBadCheckStatus)
-		}
-		if len(c.ScriptArgs) > 0 {
-			return invalid(field+".ScriptArgs", MsgScriptsDisabled)
 		}
 	}
 	return nil

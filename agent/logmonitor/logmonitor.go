@@ -59,7 +59,8 @@ func New(cfg Config) *Hub {
 }
 
 // Subscribe starts a subscription to the records at level and above,
-// formatted as slog's text or JSON lines. The channel is closed when cancel
+// formatted as Consul's text lines (hclog's format, hclog.go) or as slog's
+// JSON lines. The channel is closed when cancel
 // is called or the hub is closed; cancel may be called more than once.
 func (h *Hub) Subscribe(level slog.Level, json bool) (<-chan []byte, func(), error) {
 	s := &subscriber{level: level, json: json, lines: make(chan []byte, h.cfg.Buffer)}
@@ -139,7 +140,7 @@ func (h *handler) Handle(ctx context.Context, r slog.Record) error {
 		}
 		var buf bytes.Buffer
 		opts := &slog.HandlerOptions{Level: s.level, ReplaceAttr: h.hub.cfg.ReplaceAttr}
-		var f slog.Handler = slog.NewTextHandler(&buf, opts)
+		var f slog.Handler = newHCLogHandler(&buf, opts)
 		if s.json {
 			f = slog.NewJSONHandler(&buf, opts)
 		}

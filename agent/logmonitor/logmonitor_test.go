@@ -2,10 +2,12 @@ package logmonitor
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 )
 
 // drain returns what the subscription holds now.
@@ -31,11 +33,12 @@ func TestSubscribers(t *testing.T) {
 		json  bool
 		want  []string // substrings, one per line, in order
 	}{
+		// Consul's (hclog's) text lines: level, module, message, attributes.
 		{name: "info text", level: slog.LevelInfo, want: []string{
-			`level=INFO msg=started component=http`, `level=WARN msg=slow component=http g.k=v`}},
+			`Z [INFO]  agent.http: started` + "\n", `Z [WARN]  agent.http: slow: g.k=v` + "\n"}},
 		{name: "debug json", level: slog.LevelDebug, json: true, want: []string{
 			`"level":"DEBUG","msg":"detail","component":"http"`, `"msg":"started","component":"http"`, `"g":{"k":"v"}`}},
-		{name: "warn only", level: slog.LevelWarn, want: []string{`msg=slow`}},
+		{name: "warn only", level: slog.LevelWarn, want: []string{`[WARN]  agent.http: slow`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -95,5 +98,53 @@ func TestCloseAndDrops(t *testing.T) {
 	}
 	if log.Enabled(t.Context(), slog.LevelError) {
 		t.Fatal("enabled with no subscriber and a discarding handler")
+	}
+}
+
+// TestHCLogFormat: the text lines are hclog's, as Consul writes them.
+func TestHCLogFormat(t *testing.T) {
+	at := time.Date(2026, 1, 2, 15, 4, 5, 6_000_000, time.UTC)
+	trace := func(_ []string, a slog.Attr) slog.Attr {
+		if a.Key == slog.LevelKey && a.Value.Any().(slog.Level) < slog.LevelDebug {
+			a.Value = slog.StringValue("TRACE")
+		}
+		return a
+	}
+	tests := []struct {
+		name  string
+		log   func(h slog.Handler) slog.Handler
+		level slog.Level
+		msg   string
+		attrs []slog.Attr
+		want  string
+	}{
+		{"plain", func(h slog.Handler) slog.Handler { return h }, slog.LevelInfo, "agent started", nil,
+			"2026-01-02T15:04:05.006Z [INFO]  agent: agent started\n"},
+		{"module and attrs", func(h slog.Handler) slog.Handler {
+			return h.WithAttrs([]slog.Attr{slog.String("component", "anti-entropy"), slog.Int("n", 2)})
+		}, slog.LevelDebug, "synced service", []slog.Attr{slog.String("service", "redis"), slog.String("why", "a b"), slog.String("e", "")},
+			`2026-01-02T15:04:05.006Z [DEBUG] agent.anti-entropy: synced service: n=2 service=redis why="a b" e=""` + "\n"},
+		{"component on the record", func(h slog.Handler) slog.Handler { return h }, slog.LevelError, "failed",
+			[]slog.Attr{slog.String("component", "http"), slog.Any("error", errors.New("boom"))},
+			"2026-01-02T15:04:05.006Z [ERROR] agent.http: failed: error=boom\n"},
+		{"groups", func(h slog.Handler) slog.Handler { return h.WithGroup("g") }, slog.LevelWarn, "slow",
+			[]slog.Attr{slog.Group("h", slog.Int("k", 1)), slog.String("component", "not a module")},
+			`2026-01-02T15:04:05.006Z [WARN]  agent: slow: g.h.k=1 g.component="not a module"` + "\n"},
+		{"trace", func(h slog.Handler) slog.Handler { return h }, slog.LevelDebug - 4, "detail", nil,
+			"2026-01-02T15:04:05.006Z [TRACE] agent: detail\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			h := tt.log(newHCLogHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug - 4, ReplaceAttr: trace}))
+			r := slog.NewRecord(at, tt.level, tt.msg, 0)
+			r.AddAttrs(tt.attrs...)
+			if err := h.Handle(context.Background(), r); err != nil {
+				t.Fatal(err)
+			}
+			if buf.String() != tt.want {
+				t.Errorf("got  %q\nwant %q", buf.String(), tt.want)
+			}
+		})
 	}
 }

@@ -84,6 +84,36 @@ func DefaultConfigMap() map[string]interface{} {
 	}
 }
 
+// testStateKey is the built-in provider's pass-through of provider state:
+// Consul's consul provider reports a "test_state" map of its configuration
+// as its State, so that tools can check that State survives a
+// configuration round trip.
+const testStateKey = "test_state"
+
+// ProviderState is the State the built-in provider reports for a
+// configuration: its test_state map with every value a string, or nil.
+func ProviderState(raw map[string]interface{}) map[string]string {
+	for k, v := range raw {
+		if normKey(k) != normKey(testStateKey) {
+			continue
+		}
+		m, ok := v.(map[string]interface{})
+		if !ok {
+			return nil
+		}
+		out := make(map[string]string, len(m))
+		for mk, mv := range m {
+			str, ok := mv.(string)
+			if !ok {
+				return nil
+			}
+			out[mk] = str
+		}
+		return out
+	}
+	return nil
+}
+
 // normKey matches config keys as Consul's weakly typed decoder does
 // (case-insensitively), also accepting snake_case.
 func normKey(k string) string { return strings.ToLower(strings.ReplaceAll(k, "_", "")) }
