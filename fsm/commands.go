@@ -30,7 +30,7 @@ func commandTable() map[structs.MessageType]applyFunc {
 		structs.PreparedQueryRequestType: applyPreparedQuery, // prepared_query.go
 
 		structs.UpdateVirtualIPRequestType: applyUpdateVirtualIP, // virtual_ip.go
-		structs.AutopilotRequestType: applyAutopilot, // autopilot.go
+		structs.AutopilotRequestType:       applyAutopilot,       // autopilot.go
 	}
 }
 
