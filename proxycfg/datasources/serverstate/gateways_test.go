@@ -76,8 +76,14 @@ func TestProxiesFollowTerminatingGatewayLinks(t *testing.T) {
 		{"sidecar upstream", webCh, func(s *proxycfg.ConfigSnapshot) []string {
 			return addrs(s.ConnectProxy.Upstreams.Get("legacy"))
 		}},
+		// The transparent proxy dials the service by its virtual IP, which
+		// the link gives it: the upstream's chain carries it.
 		{"transparent proxy", tpCh, func(s *proxycfg.ConfigSnapshot) []string {
-			return addrs(s.ConnectProxy.Upstreams.Get("legacy"))
+			u := s.ConnectProxy.Upstreams.Get("legacy")
+			if u == nil || u.Chain == nil {
+				return addrs(u)
+			}
+			return append(addrs(u), u.Chain.AutoVirtualIPs...)
 		}},
 		{"mesh gateway", mgwCh, func(s *proxycfg.ConfigSnapshot) []string {
 			eps, ok := s.MeshGateway.Services["legacy"]
@@ -94,7 +100,9 @@ func TestProxiesFollowTerminatingGatewayLinks(t *testing.T) {
 	// Before the link the transparent proxy has no legacy upstream at
 	// all, the others one without endpoints.
 	before := map[string][]string{"sidecar upstream": {}, "transparent proxy": nil, "mesh gateway": {}}
-	linked := []string{"10.0.0.50"}
+	// web and tp have 240.0.0.1 and .2 from their sidecars.
+	linked := map[string][]string{"sidecar upstream": {"10.0.0.50"}, "transparent proxy": {"10.0.0.50", "240.0.0.3"},
+		"mesh gateway": {"10.0.0.50"}}
 	await := func(step string, want func(view string) []string) {
 		t.Helper()
 		for _, v := range views {
@@ -118,7 +126,7 @@ func TestProxiesFollowTerminatingGatewayLinks(t *testing.T) {
 		Services: []structs.LinkedService{{Name: "legacy"}}}); err != nil {
 		t.Fatal(err)
 	}
-	await("entry written", func(string) []string { return linked })
+	await("entry written", func(v string) []string { return linked[v] })
 
 	idx++
 	if err := store.DeleteConfigEntry(idx, structs.TerminatingGateway, "term"); err != nil {
