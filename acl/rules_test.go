@@ -111,10 +111,7 @@ func sameRules(a, b *Rules) bool {
 			for _, x := range *s {
 				set[x] = true
 			}
-			*s = nil
-			for _, x := range sortedRules(set) {
-				*s = append(*s, x)
-			}
+			*s = append((*s)[:0], sortedRules(set)...)
 		}
 		return c
 	}

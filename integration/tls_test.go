@@ -165,7 +165,7 @@ func TestTLSCluster(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer conn.Close()
+		defer func() { _ = conn.Close() }()
 		_, _ = conn.Write([]byte("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"))
 		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 		if n, err := conn.Read(make([]byte, 64)); !errors.Is(err, io.EOF) && !isReset(err) {
@@ -265,7 +265,7 @@ func kvHas(ctx context.Context, httpAddr, key, want string) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
 	if resp.StatusCode != http.StatusOK || string(b) != want {
 		return fmt.Errorf("%s: %d %q", key, resp.StatusCode, b)

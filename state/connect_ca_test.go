@@ -190,7 +190,7 @@ func TestCASnapshotRestore(t *testing.T) {
 	for _, e := range indexes {
 		must(t, r.Index(e))
 	}
-	r.Commit()
+	must(t, r.Commit())
 	want, got := dumpTables(t, src), dumpTables(t, dst)
 	for _, table := range []string{tableCAConfig, tableCARoots, tableCAKeys, tableCASerial, tableIndex} {
 		if dump(want[table]) != dump(got[table]) || len(want[table]) == 0 {

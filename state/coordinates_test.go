@@ -116,7 +116,7 @@ func TestRestoreCoordinatesDropsOrphans(t *testing.T) {
 	must(t, r.Node(testNode("n", "10.0.0.1")))
 	must(t, r.Coordinates(structs.Coordinates{{Node: "n", Coord: testCoord(1)}, {Node: "orphan", Coord: testCoord(2)}, {Node: "n", Segment: "s"}}))
 	must(t, r.Index(IndexEntry{Key: tableCoordinates, Value: 7}))
-	r.Commit()
+	must(t, r.Commit())
 	idx, got, err := s.Coordinates(nil)
 	must(t, err)
 	if want := (structs.Coordinates{{Node: "n", Coord: testCoord(1)}}); idx != 7 || !reflect.DeepEqual(got, want) {

@@ -155,8 +155,8 @@ func TestNewRejectsBadMaterial(t *testing.T) {
 func handshake(t *testing.T, client, server *tls.Config) (clientErr, serverErr error) {
 	t.Helper()
 	a, b := net.Pipe()
-	defer a.Close()
-	defer b.Close()
+	defer func() { _ = a.Close() }()
+	defer func() { _ = b.Close() }()
 	done := make(chan error, 1)
 	go func() {
 		s := tls.Server(b, server)
