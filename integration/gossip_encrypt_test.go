@@ -34,20 +34,7 @@ func TestGossipEncryption(t *testing.T) {
 	client := c.Clients()[0]
 	agents := c.Agents()
 
-	// aliveMembers is an agent's view: the names of its alive LAN members.
-	aliveMembers := func(a *harness.Agent) (map[string]bool, error) {
-		ms, err := newConsulClient(t, a.HTTPAddr()).Agent().Members(false)
-		if err != nil {
-			return nil, err
-		}
-		out := map[string]bool{}
-		for _, m := range ms {
-			if m.Status == serfAlive {
-				out[m.Name] = true
-			}
-		}
-		return out, nil
-	}
+	aliveMembers := func(a *harness.Agent) (map[string]bool, error) { return aliveMembers(t, a) }
 	everyoneSeesAll := func() error {
 		for _, a := range agents {
 			got, err := aliveMembers(a)
@@ -65,45 +52,7 @@ func TestGossipEncryption(t *testing.T) {
 	eventually(t, 20*time.Second, "the encrypted cluster to form", everyoneSeesAll)
 
 	t.Run("an agent with another key never joins", func(t *testing.T) {
-		ports, err := harness.AllocateAgentPorts(newPorts(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		dir := t.TempDir()
-		var join []string
-		for _, s := range c.Servers() {
-			join = append(join, s.SerfLANAddr())
-		}
-		outsider := harness.StartAgent(t, harness.AgentConfig{
-			Binary: requireBinary(t), Mode: harness.ModeClient, Node: "outsider",
-			DataDir: filepath.Join(dir, "data"), LogPath: filepath.Join(dir, "outsider.log"),
-			Ports: ports, RetryJoin: join,
-			ExtraArgs: append([]string{"-encrypt", gossipKey3}, configFile(t, "outsider.json", map[string]any{"retry_interval": joinRetryInterval})...),
-		})
-		eventually(t, 20*time.Second, "the outsider's HTTP API", func() error {
-			_, err := aliveMembers(outsider)
-			return err
-		})
-		// Several join attempts (retry_interval 1s) and gossip rounds.
-		for range 8 {
-			mine, err := aliveMembers(outsider)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if len(mine) != 1 || !mine["outsider"] {
-				t.Fatalf("the outsider sees %v, want only itself", mine)
-			}
-			for _, a := range agents {
-				theirs, err := aliveMembers(a)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if theirs["outsider"] {
-					t.Fatalf("%s lists the outsider, which has another key", a.Node())
-				}
-			}
-			time.Sleep(time.Second)
-		}
+		outsider := outsiderNeverJoins(t, c, agents, []string{"-encrypt", gossipKey3})
 		if err := outsider.Kill(); err != nil {
 			t.Fatal(err)
 		}
@@ -201,4 +150,67 @@ func TestGossipEncryption(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("%d writes acknowledged, none lost; %d attempts, %d retried", len(acked), w.attempts.Load(), w.failures.Load())
+}
+
+// aliveMembers is an agent's view: the names of its alive LAN members.
+func aliveMembers(t *testing.T, a *harness.Agent) (map[string]bool, error) {
+	ms, err := newConsulClient(t, a.HTTPAddr()).Agent().Members(false)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for _, m := range ms {
+		if m.Status == serfAlive {
+			out[m.Name] = true
+		}
+	}
+	return out, nil
+}
+
+// outsiderNeverJoins starts a client agent "outsider" (extraArgs give it
+// another gossip key) that retry-joins c's servers, and checks through
+// several join attempts and gossip rounds that it sees only itself and
+// that no observer lists it. It returns the outsider, still running.
+func outsiderNeverJoins(t *testing.T, c *harness.Cluster, observers []*harness.Agent, extraArgs []string) *harness.Agent {
+	t.Helper()
+	ports, err := harness.AllocateAgentPorts(newPorts(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var join []string
+	for _, s := range c.Servers() {
+		join = append(join, s.SerfLANAddr())
+	}
+	outsider := harness.StartAgent(t, harness.AgentConfig{
+		Binary: requireBinary(t), Mode: harness.ModeClient, Node: "outsider",
+		DataDir: filepath.Join(dir, "data"), LogPath: filepath.Join(dir, "outsider.log"),
+		Ports: ports, RetryJoin: join,
+		ExtraArgs: append(extraArgs, configFile(t, "outsider.json", map[string]any{"retry_interval": joinRetryInterval})...),
+	})
+	eventually(t, 20*time.Second, "the outsider's HTTP API", func() error {
+		_, err := aliveMembers(t, outsider)
+		return err
+	})
+	// Several join attempts (retry_interval 1s) and gossip rounds.
+	for range 8 {
+		mine, err := aliveMembers(t, outsider)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(mine) != 1 || !mine["outsider"] {
+			t.Fatalf("the outsider sees %v, want only itself", mine)
+		}
+		for _, a := range observers {
+			theirs, err := aliveMembers(t, a)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if theirs["outsider"] {
+				t.Fatalf("%s lists the outsider, which has another gossip key", a.Node())
+			}
+		}
+		time.Sleep(time.Second)
+	}
+	return outsider
 }

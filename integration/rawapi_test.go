@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -29,7 +30,13 @@ type rawClient struct {
 const requestTimeout = 5 * time.Second
 
 func newRawClient(t *testing.T) *rawClient {
-	tr := &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second}
+	return newTLSRawClient(t, nil)
+}
+
+// newTLSRawClient is newRawClient whose https:// addresses are dialled
+// with tlsCfg (a CA and a client certificate).
+func newTLSRawClient(t *testing.T, tlsCfg *tls.Config) *rawClient {
+	tr := &http.Transport{MaxIdleConnsPerHost: 16, IdleConnTimeout: 30 * time.Second, TLSClientConfig: tlsCfg}
 	t.Cleanup(tr.CloseIdleConnections)
 	return &rawClient{http: &http.Client{Transport: tr}}
 }
@@ -87,7 +94,11 @@ func (c *rawClient) doNoTimeout(ctx context.Context, method, addr, pathQuery str
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://"+addr+pathQuery, rd)
+	base := "http://" + addr
+	if strings.HasPrefix(addr, "https://") {
+		base = addr // an agent that serves HTTPS only
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+pathQuery, rd)
 	if err != nil {
 		return response{}, err
 	}

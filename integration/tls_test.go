@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
@@ -83,36 +84,75 @@ func tlsConfig(caFile, certFile, keyFile string) map[string]any {
 	}}
 }
 
-// TestTLSCluster: three servers and a client with mutual TLS on the
-// server port (verify_incoming, verify_outgoing, verify_server_hostname)
-// and the HTTPS API with client certificates; the client serves HTTPS
-// only (ports.http = -1). The cluster forms and replicates, the official
-// client works over HTTPS with a certificate, and a plaintext RPC client,
-// an HTTPS client without a certificate and a server of another CA are
-// refused, with nothing they sent in the store.
-func TestTLSCluster(t *testing.T) {
-	bin := requireBinary(t)
-	ctx := scenarioContext(t)
-	pki := newTestPKI(t, "pki")
+// tlsCluster is three servers with mutual TLS on the server port
+// (tlsConfig) and the PKI they trust. The servers keep plaintext HTTP,
+// which the harness's probes speak.
+type tlsCluster struct {
+	c      *harness.Cluster
+	ports  *harness.PortAllocator
+	pki    *testPKI
+	leader *harness.Agent
+	// The servers share one certificate, the client agents another; user
+	// is the operator's (`tls cert create -cli`).
+	srvCert, srvKey, cliCert, cliKey, userCert, userKey string
+	// extra is merged into every agent's configuration (a gossip key).
+	extra map[string]any
+}
+
+// startTLSCluster starts the servers and waits for a leader.
+func startTLSCluster(t *testing.T, extra map[string]any) *tlsCluster {
+	t.Helper()
+	tc := &tlsCluster{pki: newTestPKI(t, "pki"), ports: newPorts(t), extra: extra}
 	now := time.Now()
-	srvCert, srvKey := pki.issue(t, "dc1-server-consul-0", "server.dc1.consul", now, 30)
-	cliCert, cliKey := pki.issue(t, "dc1-client-consul-0", "client.dc1.consul", now, 30)
-	userCert, userKey := pki.issue(t, "dc1-cli-consul-0", "cli.dc1.consul", now, 30)
-
-	ports := newPorts(t)
-	c := harness.StartCluster(t, harness.ClusterConfig{
-		Binary: bin, Ports: ports, Servers: 3,
-		ServerArgs: configFile(t, "server-tls.json", tlsConfig(pki.caFile, srvCert, srvKey)),
+	tc.srvCert, tc.srvKey = tc.pki.issue(t, "dc1-server-consul-0", "server.dc1.consul", now, 30)
+	tc.cliCert, tc.cliKey = tc.pki.issue(t, "dc1-client-consul-0", "client.dc1.consul", now, 30)
+	tc.userCert, tc.userKey = tc.pki.issue(t, "dc1-cli-consul-0", "cli.dc1.consul", now, 30)
+	tc.c = harness.StartCluster(t, harness.ClusterConfig{
+		Binary: requireBinary(t), Ports: tc.ports, Servers: 3,
+		ServerArgs: configFile(t, "server-tls.json", tc.config(tc.srvCert, tc.srvKey)),
 	})
-	leader := waitLeader(t, c, clusterStartTimeout)
+	tc.leader = waitLeader(t, tc.c, clusterStartTimeout)
+	return tc
+}
 
-	httpsPort, err := ports.Port()
+func (tc *tlsCluster) config(certFile, keyFile string) map[string]any {
+	conf := tlsConfig(tc.pki.caFile, certFile, keyFile)
+	maps.Copy(conf, tc.extra)
+	return conf
+}
+
+// addHTTPSClient adds a client agent that serves the HTTP API over HTTPS
+// only (ports.http = -1) and returns it with its https:// URL.
+func (tc *tlsCluster) addHTTPSClient(t *testing.T) (*harness.Agent, string) {
+	t.Helper()
+	port, err := tc.ports.Port()
 	if err != nil {
 		t.Fatal(err)
 	}
-	client := c.AddClient(t, append(configFile(t, "client-tls.json", tlsConfig(pki.caFile, cliCert, cliKey)),
-		"-http-port", "-1", "-https-port", strconv.Itoa(httpsPort))...)
-	httpsAddr := net.JoinHostPort(harness.Loopback, strconv.Itoa(httpsPort))
+	a := tc.c.AddClient(t, append(configFile(t, "client-tls.json", tc.config(tc.cliCert, tc.cliKey)),
+		"-http-port", "-1", "-https-port", strconv.Itoa(port))...)
+	return a, "https://" + net.JoinHostPort(harness.Loopback, strconv.Itoa(port))
+}
+
+// TestTLSCluster: three servers and two clients with mutual TLS on the
+// server port (verify_incoming, verify_outgoing, verify_server_hostname),
+// the HTTPS API with client certificates and a gossip key; the clients
+// serve HTTPS only (ports.http = -1). The cluster forms and replicates,
+// the official client works over HTTPS with a certificate, and a
+// plaintext RPC client, an HTTPS client without a certificate, a server of
+// another CA and an agent with another gossip key are refused, with
+// nothing they sent in the store; after kill -9 of the leader a new one
+// is elected and writes through both clients go on.
+func TestTLSCluster(t *testing.T) {
+	bin := requireBinary(t)
+	ctx := scenarioContext(t)
+	tc := startTLSCluster(t, map[string]any{"encrypt": gossipKey1})
+	c, pki, ports, leader := tc.c, tc.pki, tc.ports, tc.leader
+	now := time.Now()
+	client, clientURL := tc.addHTTPSClient(t)
+	client2, client2URL := tc.addHTTPSClient(t)
+	httpsAddr := strings.TrimPrefix(clientURL, "https://")
+	userCert, userKey := tc.userCert, tc.userKey
 
 	cfg := api.DefaultConfig()
 	cfg.Address = httpsAddr
@@ -199,7 +239,8 @@ func TestTLSCluster(t *testing.T) {
 		r := harness.StartAgent(t, harness.AgentConfig{
 			Binary: bin, Mode: harness.ModeServer, Node: "rogue", DataDir: filepath.Join(dir, "data"),
 			LogPath: filepath.Join(dir, "rogue.log"), Ports: rp, BootstrapExpect: 3, RetryJoin: join,
-			ExtraArgs: configFile(t, "rogue-tls.json", tlsConfig(rogue.caFile, rCert, rKey)),
+			// The cluster's gossip key: only the CA differs.
+			ExtraArgs: append(configFile(t, "rogue-tls.json", tlsConfig(rogue.caFile, rCert, rKey)), "-encrypt", gossipKey1),
 		})
 		// Gossip lets it in (gossip encryption is separate); Raft must not.
 		eventually(t, 30*time.Second, "the leader to see the rogue server in gossip", func() error {
@@ -233,12 +274,60 @@ func TestTLSCluster(t *testing.T) {
 		}
 	})
 
+	t.Run("an agent with another gossip key is refused", func(t *testing.T) {
+		// Valid certificates, the wrong key: gossip alone keeps it out.
+		outsider := outsiderNeverJoins(t, c, c.Servers(),
+			append(configFile(t, "outsider-tls.json", tlsConfig(pki.caFile, tc.cliCert, tc.cliKey)), "-encrypt", gossipKey2))
+		// It knows no server, so its write goes nowhere.
+		if err := newRawClient(t).kvPut(ctx, outsider.HTTPAddr(), "tls/outsider", "x"); err == nil {
+			t.Fatal("a write through the outsider was acknowledged")
+		}
+	})
+
 	// Nothing the refused clients sent reached the store.
-	for _, key := range []string{"tls/nocert", "tls/plaintext"} {
+	for _, key := range []string{"tls/nocert", "tls/plaintext", "tls/outsider"} {
 		if pair, _, err := consul.KV().Get(key, nil); err != nil || pair != nil {
 			t.Errorf("key %s = %v, %v; want absent", key, pair, err)
 		}
 	}
+
+	t.Run("fails over after kill -9 of the leader", func(t *testing.T) {
+		if err := leader.Kill(); err != nil {
+			t.Fatal(err)
+		}
+		newLeader := waitLeader(t, c, clusterStartTimeout)
+		if newLeader == leader {
+			t.Fatalf("%s still leads after kill -9", leader.Node())
+		}
+		rc := newTLSRawClient(t, userTLSConfig(t, pki, userCert, userKey))
+		for i, url := range []string{clientURL, client2URL} {
+			key, value := fmt.Sprintf("tls/after-failover-%d", i), "through "+url
+			eventually(t, 30*time.Second, "a write through "+url+" after the failover", func() error {
+				return rc.kvPut(ctx, url, key, value)
+			})
+			if err := kvHas(ctx, newLeader.HTTPAddr(), key, value); err != nil {
+				t.Error(err)
+			}
+		}
+		if err := kvHas(ctx, newLeader.HTTPAddr(), "tls/written", "over https"); err != nil {
+			t.Errorf("the write from before the failover: %v", err)
+		}
+		if !client.Running() || !client2.Running() {
+			t.Fatal("a client agent stopped")
+		}
+	})
+}
+
+// userTLSConfig trusts pki's CA and presents the operator's certificate.
+func userTLSConfig(t *testing.T, pki *testPKI, certFile, keyFile string) *tls.Config {
+	t.Helper()
+	cert, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM([]byte(pki.caCert))
+	return &tls.Config{RootCAs: pool, Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
 }
 
 // callerAt calls one server through a pool.

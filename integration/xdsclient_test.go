@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"maps"
@@ -21,6 +22,7 @@ import (
 	rpcstatus "google.golang.org/genproto/googleapis/rpc/status"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/anypb"
@@ -137,6 +139,9 @@ type adsClientConfig struct {
 	Protocol string
 	// Addr is the agent's gRPC address.
 	Addr string
+	// TLS, when set, makes the stream speak TLS (to the agent's gRPC-TLS
+	// port); nil is plaintext.
+	TLS *tls.Config
 	// ProxyID is the Envoy node ID; NodeName, when set, is sent as the
 	// node_name metadata.
 	ProxyID  string
@@ -179,7 +184,11 @@ type adsClient struct {
 // node, then listeners), as Envoy does. Cleanup closes it.
 func startADS(t *testing.T, cfg adsClientConfig) *adsClient {
 	t.Helper()
-	conn, err := grpc.NewClient(cfg.Addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := insecure.NewCredentials()
+	if cfg.TLS != nil {
+		creds = credentials.NewTLS(cfg.TLS)
+	}
+	conn, err := grpc.NewClient(cfg.Addr, grpc.WithTransportCredentials(creds))
 	if err != nil {
 		t.Fatal(err)
 	}

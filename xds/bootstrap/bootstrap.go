@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -120,10 +121,16 @@ type Config struct {
 	// AgentAddress.
 	AgentSocket string
 	// AgentTLS makes Envoy speak TLS to the agent's gRPC port, verifying it
-	// against AgentCAPEM when set.
+	// against AgentCAFile or AgentCAPEM when one is set.
 	AgentTLS bool
-	// AgentCAPEM is the PEM bundle of CAs that signed the agent's gRPC
-	// certificate, inlined so that Envoy needs no file access.
+	// AgentCAFile is the absolute path of the PEM bundle of CAs that
+	// signed the agent's gRPC certificate. The bootstrap names the file
+	// rather than inlining it, so that an operator who rotates the agent's
+	// CA replaces one file and restarts Envoy, without regenerating the
+	// bootstrap.
+	AgentCAFile string
+	// AgentCAPEM is the same bundle inlined, for an Envoy that cannot read
+	// the agent's files. It excludes AgentCAFile.
 	AgentCAPEM string
 
 	// Token is the ACL token sent as x-consul-token metadata on the ADS
@@ -246,8 +253,14 @@ func (c Config) check() error {
 		return fmt.Errorf("%w: a proxy cluster (service name) is required", ErrInvalidConfig)
 	case c.AgentAddress != "" && c.AgentSocket != "":
 		return fmt.Errorf("%w: agent address %q and agent socket %q are exclusive", ErrInvalidConfig, c.AgentAddress, c.AgentSocket)
-	case c.AgentCAPEM != "" && !c.AgentTLS:
+	case (c.AgentCAPEM != "" || c.AgentCAFile != "") && !c.AgentTLS:
 		return fmt.Errorf("%w: an agent CA is given but TLS to the agent is off", ErrInvalidConfig)
+	case c.AgentCAPEM != "" && c.AgentCAFile != "":
+		return fmt.Errorf("%w: agent CA file %q and an inline agent CA are exclusive", ErrInvalidConfig, c.AgentCAFile)
+	case c.AgentCAFile != "" && !filepath.IsAbs(c.AgentCAFile):
+		// Envoy resolves a relative name against its own working
+		// directory, which need not be the one the bootstrap was made in.
+		return fmt.Errorf("%w: agent CA file %q is not an absolute path", ErrInvalidConfig, c.AgentCAFile)
 	}
 	return nil
 }
@@ -339,7 +352,7 @@ func buildAgentCluster(cfg Config) (*clusterv3.Cluster, error) {
 	c := staticCluster(LocalAgentClusterName, agentConnectTimeout, addr)
 	c.TypedExtensionProtocolOptions = map[string]*anypb.Any{http2OptionsKey: h2}
 	if cfg.AgentTLS {
-		ts, err := agentTransportSocket(cfg.AgentCAPEM)
+		ts, err := agentTransportSocket(cfg.AgentCAFile, cfg.AgentCAPEM)
 		if err != nil {
 			return nil, err
 		}
@@ -348,13 +361,18 @@ func buildAgentCluster(cfg Config) (*clusterv3.Cluster, error) {
 	return c, nil
 }
 
-func agentTransportSocket(caPEM string) (*corev3.TransportSocket, error) {
+func agentTransportSocket(caFile, caPEM string) (*corev3.TransportSocket, error) {
 	tlsCtx := &tlsv3.UpstreamTlsContext{CommonTlsContext: &tlsv3.CommonTlsContext{}}
-	if caPEM != "" {
+	var trusted *corev3.DataSource
+	switch {
+	case caFile != "":
+		trusted = &corev3.DataSource{Specifier: &corev3.DataSource_Filename{Filename: caFile}}
+	case caPEM != "":
+		trusted = &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: caPEM}}
+	}
+	if trusted != nil {
 		tlsCtx.CommonTlsContext.ValidationContextType = &tlsv3.CommonTlsContext_ValidationContext{
-			ValidationContext: &tlsv3.CertificateValidationContext{
-				TrustedCa: &corev3.DataSource{Specifier: &corev3.DataSource_InlineString{InlineString: caPEM}},
-			},
+			ValidationContext: &tlsv3.CertificateValidationContext{TrustedCa: trusted},
 		}
 	}
 	packed, err := anypb.New(tlsCtx)

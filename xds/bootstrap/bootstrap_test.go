@@ -31,6 +31,7 @@ type want struct {
 	token       string            // "" means no initial metadata at all
 	tls         bool
 	caPEM       string
+	caFile      string // the CA named rather than inlined
 	dc          string // consul.source.datacenter tag, "" for none
 }
 
@@ -59,6 +60,10 @@ func TestGenerate(t *testing.T) {
 			want{id: "p", cluster: "s", meta: defMeta, admin: "127.0.0.1:19000", agent: "unix:/run/trellis/grpc.sock"}},
 		{"TLS to the agent", Config{ProxyID: "p", ProxyCluster: "s", AgentTLS: true, AgentCAPEM: testCA},
 			want{id: "p", cluster: "s", meta: defMeta, admin: "127.0.0.1:19000", agent: "127.0.0.1:8502", tls: true, caPEM: testCA}},
+		{"TLS to the agent, CA file named", Config{ProxyID: "p", ProxyCluster: "s", AgentTLS: true, AgentCAFile: "/etc/trellis/ca.pem", AgentAddress: "127.0.0.1:8503"},
+			want{id: "p", cluster: "s", meta: defMeta, admin: "127.0.0.1:19000", agent: "127.0.0.1:8503", tls: true, caFile: "/etc/trellis/ca.pem"}},
+		{"TLS to the agent, system roots", Config{ProxyID: "p", ProxyCluster: "s", AgentTLS: true},
+			want{id: "p", cluster: "s", meta: defMeta, admin: "127.0.0.1:19000", agent: "127.0.0.1:8502", tls: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := Generate(tc.cfg)
@@ -128,8 +133,8 @@ func checkBootstrap(t *testing.T, b *bootstrapv3.Bootstrap, w want) {
 		var up tlsv3.UpstreamTlsContext
 		if ts.GetName() != "envoy.transport_sockets.tls" || ts.GetTypedConfig().UnmarshalTo(&up) != nil {
 			t.Errorf("transport socket %v, want TLS", ts)
-		} else if got := up.GetCommonTlsContext().GetValidationContext().GetTrustedCa().GetInlineString(); got != w.caPEM {
-			t.Errorf("trusted CA %q, want %q", got, w.caPEM)
+		} else if ca := up.GetCommonTlsContext().GetValidationContext().GetTrustedCa(); ca.GetInlineString() != w.caPEM || ca.GetFilename() != w.caFile {
+			t.Errorf("trusted CA %v, want inline %q, file %q", ca, w.caPEM, w.caFile)
 		}
 	} else if ts != nil {
 		t.Errorf("transport socket %v, want plaintext", ts)
@@ -206,6 +211,9 @@ func TestGenerateRejectsBadConfig(t *testing.T) {
 		{"agent hostname", with(func(c *Config) { c.AgentAddress = "agent.internal:8502" }), "not an IP address"},
 		{"address and socket", with(func(c *Config) { c.AgentAddress = "127.0.0.1:8502"; c.AgentSocket = "/s" }), "exclusive"},
 		{"CA without TLS", with(func(c *Config) { c.AgentCAPEM = testCA }), "TLS to the agent is off"},
+		{"CA file without TLS", with(func(c *Config) { c.AgentCAFile = "/ca.pem" }), "TLS to the agent is off"},
+		{"CA file and inline CA", with(func(c *Config) { c.AgentTLS = true; c.AgentCAFile = "/ca.pem"; c.AgentCAPEM = testCA }), "exclusive"},
+		{"relative CA file", with(func(c *Config) { c.AgentTLS = true; c.AgentCAFile = "ca.pem" }), `"ca.pem" is not an absolute path`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			out, err := Generate(tc.cfg)

@@ -2,12 +2,14 @@ package cli
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
 	"net"
 	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -404,11 +406,11 @@ func (c *connectEnvoyCmd) agentAddress(ctx context.Context, env *Env, cfg *boots
 			caFile = firstNonEmpty(c.hf.caFile, env.Getenv("CONSUL_CACERT"))
 		}
 		if caFile != "" {
-			pem, err := os.ReadFile(caFile)
+			named, err := checkCAFile(caFile)
 			if err != nil {
 				return fmt.Errorf("Error loading gRPC CA file: %w", err)
 			}
-			cfg.AgentCAPEM = string(pem)
+			cfg.AgentCAFile = named
 		}
 	}
 	if cfg.AgentSocket != "" {
@@ -420,6 +422,24 @@ func (c *connectEnvoyCmd) agentAddress(ctx context.Context, env *Env, cfg *boots
 	}
 	cfg.AgentAddress = resolved
 	return nil
+}
+
+// checkCAFile returns the absolute path of a CA bundle the bootstrap can
+// name: Envoy reads it when it starts, so a missing or empty file is an
+// error now rather than a proxy that never connects.
+func checkCAFile(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	pem, err := os.ReadFile(abs)
+	if err != nil {
+		return "", err
+	}
+	if !x509.NewCertPool().AppendCertsFromPEM(pem) {
+		return "", fmt.Errorf("%s: no PEM certificate", path)
+	}
+	return abs, nil
 }
 
 // resolveHostPort turns host:port into ip:port, preferring IPv4 the way

@@ -11,6 +11,7 @@ import (
 	bootstrapv3 "github.com/envoyproxy/go-control-plane/envoy/config/bootstrap/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 
+	"github.com/trellis-mesh/trellis/connect/ca"
 	"github.com/trellis-mesh/trellis/xds/bootstrap"
 )
 
@@ -237,11 +238,21 @@ func TestConnectEnvoySidecar(t *testing.T) {
 
 func TestConnectEnvoyGRPCAddress(t *testing.T) {
 	dir := t.TempDir()
-	ca := filepath.Join(dir, "ca.pem")
-	const pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
-	if err := writeTestFile(ca, pem); err != nil {
+	caFile := filepath.Join(dir, "ca.pem")
+	pem, _, err := ca.NewAgentCA(ca.AgentCARequest{Domain: "consul", Days: 1})
+	if err != nil {
 		t.Fatal(err)
 	}
+	if err := writeTestFile(caFile, pem); err != nil {
+		t.Fatal(err)
+	}
+	notPEM := filepath.Join(dir, "not.pem")
+	if err := writeTestFile(notPEM, "not a certificate"); err != nil {
+		t.Fatal(err)
+	}
+	// A relative -ca-file is named by its absolute path: Envoy need not
+	// start in the same directory.
+	t.Chdir(dir)
 	routes := map[string]reply{"GET /v1/agent/service/web-sidecar-proxy": {body: webSidecar}}
 	getWeb := []sentRequest{{Method: "GET", Path: "/v1/agent/service/web-sidecar-proxy"}, proxyDefaultsRequest("")}
 	tlsCA := func(want string) func(*testing.T, *bootstrapv3.Bootstrap) {
@@ -258,8 +269,11 @@ func TestConnectEnvoyGRPCAddress(t *testing.T) {
 			if err := ts.GetTypedConfig().UnmarshalTo(&up); err != nil {
 				t.Fatalf("transport socket %v: %v", ts, err)
 			}
-			if got := up.GetCommonTlsContext().GetValidationContext().GetTrustedCa().GetInlineString(); got != want {
-				t.Errorf("trusted CA %q, want %q", got, want)
+			// The bootstrap names the file (Envoy reads it) and inlines
+			// nothing.
+			trusted := up.GetCommonTlsContext().GetValidationContext().GetTrustedCa()
+			if trusted.GetFilename() != want || trusted.GetInlineString() != "" {
+				t.Errorf("trusted CA %v, want the file %q", trusted, want)
 			}
 		}
 	}
@@ -281,13 +295,20 @@ func TestConnectEnvoyGRPCAddress(t *testing.T) {
 					t.Errorf("admin address %s, want localhost resolved to 127.0.0.1", a)
 				}
 			})},
-		{name: "https with CA file", args: append(base, "-grpc-addr", "https://127.0.0.1:8503", "-grpc-ca-file", ca),
-			routes: routes, want: getWeb, check: all(addr("127.0.0.1:8503"), tlsCA(pem))},
+		{name: "https with CA file", args: append(base, "-grpc-addr", "https://127.0.0.1:8503", "-grpc-ca-file", caFile),
+			routes: routes, want: getWeb, check: all(addr("127.0.0.1:8503"), tlsCA(caFile))},
+		{name: "CA file named by its absolute path", args: append(base, "-grpc-addr", "https://127.0.0.1:8503", "-grpc-ca-file", "ca.pem"),
+			routes: routes, want: getWeb, check: tlsCA(caFile)},
+		{name: "CONSUL_GRPC_ADDR and CONSUL_GRPC_CACERT", args: base, routes: routes, want: getWeb,
+			vars:  map[string]string{"CONSUL_GRPC_ADDR": "https://127.0.0.1:8503", "CONSUL_GRPC_CACERT": caFile},
+			check: all(addr("127.0.0.1:8503"), tlsCA(caFile))},
+		{name: "CA file without a certificate", args: append(base, "-grpc-addr", "https://127.0.0.1:8503", "-grpc-ca-file", notPEM),
+			routes: routes, want: getWeb, code: 1, stderrHas: []string{"Error loading gRPC CA file", "no PEM certificate"}},
 		{name: "https with the HTTP CA", args: append(base, "-grpc-addr", "https://127.0.0.1:8503"),
-			vars: map[string]string{"CONSUL_CACERT": ca}, routes: routes, want: getWeb, check: tlsCA(pem)},
-		{name: "https with -ca-file", args: append(base, "-grpc-addr", "https://127.0.0.1:8503", "-ca-file", ca),
-			routes: routes, want: getWeb, check: all(addr("127.0.0.1:8503"), tlsCA(pem))},
-		{name: "http ignores the CA", args: append(base, "-grpc-addr", "http://127.0.0.1:8502", "-grpc-ca-file", ca),
+			vars: map[string]string{"CONSUL_CACERT": caFile}, routes: routes, want: getWeb, check: tlsCA(caFile)},
+		{name: "https with -ca-file", args: append(base, "-grpc-addr", "https://127.0.0.1:8503", "-ca-file", caFile),
+			routes: routes, want: getWeb, check: all(addr("127.0.0.1:8503"), tlsCA(caFile))},
+		{name: "http ignores the CA", args: append(base, "-grpc-addr", "http://127.0.0.1:8502", "-grpc-ca-file", caFile),
 			routes: routes, want: getWeb, check: tlsCA("-")},
 		{name: "unix socket", args: append(base, "-grpc-addr", "unix:///run/trellis/xds.sock"), routes: routes, want: getWeb,
 			check: all(addr("unix:/run/trellis/xds.sock"), tlsCA("-"))},
