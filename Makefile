@@ -16,7 +16,7 @@ JEPSEN_DURATION ?= 3m
 JEPSEN_OUT ?= $(CURDIR)/jepsen-out
 JEPSEN_TIMEOUT ?= 4h
 
-.PHONY: test unit race fuzz vet lint build bench jepsen soak compat
+.PHONY: test unit race fuzz vet lint build bench gobench jepsen soak compat
 
 build:
 	$(GO) build ./...
@@ -63,7 +63,16 @@ jepsen:
 	  grep -E '^ *--- |jepsen: [0-9]+ operations|findings|^        (history|  key|write applied|false failure|servers disagree|problem|files)' $(JEPSEN_OUT)/jepsen.log | cut -c1-400; \
 	  exit $$rc
 
+# `trellis bench` at BENCH_SCALE against a -dev agent and a 3-server
+# cluster with Raft on disk, both started (and killed by PID) by
+# bench/internal/benchreport on loopback ports below 32768; writes
+# bench/results/<date>.md and its SVG chart (bench/README.md).
+BENCH_SCALE ?= small
 bench:
+	$(GO) run ./bench/internal/benchreport -scale $(BENCH_SCALE) -out bench/results
+
+# Every Go benchmark once, with -benchmem.
+gobench:
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
 # A soak, not a speed test: catalog churn for SOAK_MINUTES; fails unless

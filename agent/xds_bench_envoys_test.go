@@ -20,6 +20,8 @@ import (
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	discoveryv3 "github.com/envoyproxy/go-control-plane/envoy/service/discovery/v3"
 	"github.com/envoyproxy/go-control-plane/pkg/resource/v3"
+
+	"github.com/trellis-mesh/trellis/bench"
 )
 
 // The simulated Envoys of BenchmarkXDSEndpointChange run in a child
@@ -66,7 +68,7 @@ func runXDSBenchEnvoys(b *testing.B) {
 }
 
 // xdsBenchEnvoys are n simulated Envoys, one delta ADS stream and one
-// HTTP/2 connection each, spoken by h2ADSClient (a goroutine per
+// HTTP/2 connection each, spoken by bench.ADSConn (a goroutine per
 // connection, nothing else) rather than grpc-go's client, whose CPU would
 // compete with the agent's.
 type xdsBenchEnvoys struct {
@@ -201,16 +203,16 @@ func serveXDSBenchEnvoys(addr string, n int, commands io.Reader, reply func(stri
 // arrival of the expected endpoint. It has a connection of its own to
 // addr, which ends with ctx.
 func (e *xdsBenchEnvoys) stream(ctx context.Context, i int, addr string) error {
-	s, err := dialH2ADS(ctx, addr)
+	s, err := bench.DialADS(ctx, addr, "")
 	if err != nil {
 		return err
 	}
-	defer s.close()
+	defer s.Close()
 	node := &corev3.Node{Id: fmt.Sprintf("client-%d-sidecar-proxy", i), Cluster: fmt.Sprintf("client-%d", i)}
-	if err := s.send(&discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: resource.ClusterType}); err != nil {
+	if err := s.Send(&discoveryv3.DeltaDiscoveryRequest{Node: node, TypeUrl: resource.ClusterType}); err != nil {
 		return err
 	}
-	if err := s.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ListenerType}); err != nil {
+	if err := s.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.ListenerType}); err != nil {
 		return err
 	}
 	listeners := map[string]bool{}
@@ -219,7 +221,7 @@ func (e *xdsBenchEnvoys) stream(ctx context.Context, i int, addr string) error {
 	subscribed := map[string]bool{}
 	readied := false
 	for {
-		r, err := s.recv()
+		r, err := s.Recv()
 		if err != nil {
 			return err
 		}
@@ -280,11 +282,11 @@ func (e *xdsBenchEnvoys) stream(ctx context.Context, i int, addr string) error {
 		// Like Envoy: ask for the endpoints of new clusters before
 		// acknowledging them.
 		if len(subscribe) > 0 {
-			if err := s.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNamesSubscribe: subscribe}); err != nil {
+			if err := s.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: resource.EndpointType, ResourceNamesSubscribe: subscribe}); err != nil {
 				return err
 			}
 		}
-		if err := s.send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()}); err != nil {
+		if err := s.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()}); err != nil {
 			return err
 		}
 		if !readied && e.complete(listeners, clusters, endpoints) {

@@ -3,8 +3,6 @@ package agent
 import (
 	"bufio"
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"os"
 	"runtime/metrics"
 	"slices"
@@ -69,72 +67,5 @@ func (l *changeLog) close(b *testing.B) {
 	}
 	if err := l.f.Close(); err != nil {
 		b.Error(err)
-	}
-}
-
-// delayHist counts delays in 0.1 ms buckets from -1 s to 10 s (a delay
-// can be negative: a stream may get the change before the write's answer
-// reaches the benchmark); delays beyond count in the end buckets. Its
-// memory does not grow with the number of samples.
-type delayHist struct {
-	counts []uint32
-	n      int
-	max    time.Duration
-}
-
-const (
-	delayHistMin  = -time.Second
-	delayHistMax  = 10 * time.Second
-	delayHistStep = 100 * time.Microsecond
-)
-
-func newDelayHist() *delayHist {
-	return &delayHist{counts: make([]uint32, (delayHistMax-delayHistMin)/delayHistStep), max: math.MinInt64}
-}
-
-func (h *delayHist) add(d time.Duration) {
-	i := int((d - delayHistMin) / delayHistStep)
-	i = min(max(i, 0), len(h.counts)-1)
-	h.counts[i]++
-	h.n++
-	h.max = max(h.max, d)
-}
-
-// quantile is the delay below which a fraction q of the samples lie, as
-// the sorted samples' element q*n would be: the upper edge of its bucket
-// (at most the largest delay).
-func (h *delayHist) quantile(q float64) time.Duration {
-	rank := int(q * float64(h.n))
-	seen := 0
-	for i, c := range h.counts {
-		seen += int(c)
-		if seen > rank {
-			return min(delayHistMin+time.Duration(i+1)*delayHistStep, h.max)
-		}
-	}
-	return h.max
-}
-
-// TestDelayHist: the histogram's quantiles are the sorted samples' to
-// within a bucket, from below, and its maximum is exact.
-func TestDelayHist(t *testing.T) {
-	rng := rand.New(rand.NewPCG(1, 2))
-	for _, n := range []int{1, 7, 1000, 30000} {
-		h := newDelayHist()
-		ds := make([]time.Duration, n)
-		for i := range ds {
-			ds[i] = time.Duration(rng.Int64N(int64(200*time.Millisecond))) - 5*time.Millisecond
-			h.add(ds[i])
-		}
-		slices.Sort(ds)
-		for _, q := range []float64{0, 0.5, 0.99} {
-			want := ds[int(q*float64(n))]
-			if got := h.quantile(q); got < want || got-want > delayHistStep {
-				t.Errorf("n=%d: quantile(%v) = %v, sorted samples say %v", n, q, got, want)
-			}
-		}
-		if h.max != ds[n-1] {
-			t.Errorf("n=%d: max %v, want %v", n, h.max, ds[n-1])
-		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/hashicorp/consul/api"
 
 	"github.com/trellis-mesh/trellis/agent/config"
+	"github.com/trellis-mesh/trellis/bench"
 	"github.com/trellis-mesh/trellis/integration/harness"
 	"github.com/trellis-mesh/trellis/structs"
 )
@@ -108,7 +109,7 @@ const (
 // check instead of Consul's default TCP and alias checks, so that N check
 // runners add no background CPU to the figures. Then N simulated Envoys
 // open one delta ADS stream each, on a TCP connection each (HTTP/2 gRPC
-// spoken by a one-goroutine client per connection, xds_bench_h2_test.go,
+// spoken by a one-goroutine client per connection, package bench,
 // lean as Envoy's event loop is), to the
 // agent's gRPC port: they subscribe to clusters and listeners, to the
 // endpoints of every EDS cluster they get, ACK every response, and the
@@ -245,7 +246,7 @@ func (env *xdsBenchEnv) run(b *testing.B) {
 	// Histograms, not every sample: their memory is the same for any
 	// b.N (samples would add megabytes to the heap of the agent that is
 	// measured here, and space its collections out).
-	delays, fromSend := newDelayHist(), newDelayHist()
+	delays, fromSend := bench.NewHist(), bench.NewHist()
 	change := make([]time.Duration, 0, env.n) // this change's delays
 	var writes []time.Duration
 	clientCPU0 := env.envoys.cpu(b)
@@ -321,13 +322,13 @@ func (env *xdsBenchEnv) run(b *testing.B) {
 			// Wall clocks: the child's arrival times and this process's
 			// write time come from the same machine's CLOCK_REALTIME.
 			change = append(change, time.Duration(at-t1.UnixNano()))
-			fromSend.add(time.Duration(at - t0.UnixNano()))
+			fromSend.Add(time.Duration(at - t0.UnixNano()))
 		}
 		if len(change) != env.n {
 			b.Fatalf("change %d: %d arrivals, want %d", seq, len(change), env.n)
 		}
 		for _, d := range change {
-			delays.add(d)
+			delays.Add(d)
 		}
 		changes.record(seq, gcs, change)
 	}
@@ -344,10 +345,10 @@ func (env *xdsBenchEnv) run(b *testing.B) {
 
 	slices.Sort(writes)
 	ms := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
-	b.ReportMetric(ms(delays.quantile(0.5)), "p50-ms")
-	b.ReportMetric(ms(delays.quantile(0.99)), "p99-ms")
-	b.ReportMetric(ms(delays.max), "max-ms")
-	b.ReportMetric(ms(fromSend.quantile(0.99)), "p99-from-send-ms")
+	b.ReportMetric(ms(delays.Quantile(0.5)), "p50-ms")
+	b.ReportMetric(ms(delays.Quantile(0.99)), "p99-ms")
+	b.ReportMetric(ms(delays.Max()), "max-ms")
+	b.ReportMetric(ms(fromSend.Quantile(0.99)), "p99-from-send-ms")
 	b.ReportMetric(ms(writes[len(writes)/2]), "write-ms")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "server-cpu-us/change")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(b.N*env.n), "server-cpu-us/proxy-change")

@@ -70,6 +70,11 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"agent":                         {"Runs a Trellis agent", runAgent},
+		"bench":                         {"Measures a Consul-compatible agent under load", nil},
+		"bench blocking":                {"Measures how fast blocking queries on one service return after a change", benchCommand("blocking")},
+		"bench kv":                      {"Measures KV puts and check-and-set contention on one key", benchCommand("kv")},
+		"bench writes":                  {"Measures catalog registrations per second and their latency", benchCommand("writes")},
+		"bench xds":                     {"Measures Envoy first configs and endpoint-change propagation over delta ADS", benchCommand("xds")},
 		"catalog":                       {"Interact with the catalog", nil},
 		"catalog datacenters":           {"Lists all known datacenters", runCatalogDatacenters},
 		"catalog nodes":                 {"Lists all nodes in the given datacenter", runCatalogNodes},
