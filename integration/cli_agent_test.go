@@ -8,9 +8,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/trellis-mesh/trellis/integration/harness"
 )
 
 // cliTimeout bounds one CLI invocation.
@@ -272,23 +275,36 @@ func nodeCheckStatus(ctx context.Context, rc *rawClient, addr, node, checkID, wa
 }
 
 // TestAgentRefusesProtectionNotProvided: the real binary, given a config
-// or flag that asks for protection Trellis does not provide yet, exits
-// non-zero before it listens on anything, naming the setting.
+// or flag that asks for protection it cannot give (a feature Trellis does
+// not provide yet, or TLS verification without a CA to verify with, a gossip
+// key that is not one), exits non-zero before it serves anything, naming
+// the setting. Each run has free ports, so that a start that wrongly
+// succeeds takes nothing of anyone's.
 func TestAgentRefusesProtectionNotProvided(t *testing.T) {
 	ctx := scenarioContext(t)
 	dir := t.TempDir()
+	ports := newPorts(t)
 	for _, tc := range []struct {
 		name string
 		file string // a config file's content, or "" for none
 		args []string
-		want string
+		want []string // in stderr
 	}{
-		{"acl deny by default", `{"acl": {"enabled": true, "default_policy": "deny"}}`, nil, "acl.enabled"},
-		{"gossip key flag", "", []string{"-encrypt", "pUqJrVyVRj5jsiYEkM/tFQYfWyJIv4s3XkvDwy7Cu5s="}, "-encrypt"},
-		{"tls verification", `{"tls": {"defaults": {"verify_incoming": true}}}`, nil, "tls.defaults.verify_incoming"},
+		{"acl deny by default", `{"acl": {"enabled": true, "default_policy": "deny"}}`, nil, []string{"acl.enabled", "refusing to start"}},
+		{"auto_encrypt", `{"auto_encrypt": {"tls": true}}`, nil, []string{"auto_encrypt.tls", "refusing to start"}},
+		{"tls verification without a CA", `{"tls": {"defaults": {"verify_incoming": true}}}`, nil,
+			[]string{"tls.defaults.verify_incoming", "names a CA to verify with"}},
+		{"a gossip key that is not one", "", []string{"-encrypt", "c2hvcnQ="}, []string{"encrypt has invalid key"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			args := append([]string{"agent", "-dev"}, tc.args...)
+			ap, err := harness.AllocateAgentPorts(ports)
+			if err != nil {
+				t.Fatal(err)
+			}
+			args := append([]string{"agent", "-dev",
+				"-http-port", strconv.Itoa(ap.HTTP), "-grpc-port", strconv.Itoa(ap.GRPC), "-server-port", strconv.Itoa(ap.Server),
+				"-serf-lan-port", strconv.Itoa(ap.SerfLAN), "-dns-port", strconv.Itoa(ap.DNS), "-serf-wan-port", strconv.Itoa(ap.SerfWAN),
+			}, tc.args...)
 			if tc.file != "" {
 				path := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "-")+".json")
 				if err := os.WriteFile(path, []byte(tc.file), 0o600); err != nil {
@@ -297,8 +313,13 @@ func TestAgentRefusesProtectionNotProvided(t *testing.T) {
 				args = append(args, "-config-file", path)
 			}
 			r := runCLI(ctx, t, args...)
-			if r.code == 0 || !strings.Contains(r.stderr, tc.want) || !strings.Contains(r.stderr, "refusing to start") {
-				t.Fatalf("want a non-zero exit naming %q: %v", tc.want, r)
+			if r.code == 0 {
+				t.Fatalf("want a non-zero exit: %v", r)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(r.stderr, w) {
+					t.Fatalf("want %q in stderr: %v", w, r)
+				}
 			}
 		})
 	}
