@@ -209,6 +209,7 @@ func (a *Agent) startServer() error {
 		_ = ln.Close()
 		return fmt.Errorf("agent: server advertise address: %w", err)
 	}
+	wanMembers, wanCoords := a.wanPool()
 	srv, err := server.New(server.Config{
 		Logger:                 a.logger.With("component", "server"),
 		NodeName:               rc.NodeName,
@@ -236,11 +237,13 @@ func (a *Agent) startServer() error {
 			MaxTrailingLogs: rc.Autopilot.MaxTrailingLogs, MinQuorum: rc.Autopilot.MinQuorum,
 			ServerStabilizationTime: rc.Autopilot.ServerStabilizationTime,
 		},
-		Membership:  &a.members,
-		Coordinates: &a.members,
-		LANKeyring:  &a.members,
-		WANKeyring:  a.wanKeyring(),
-		Metrics:     a.metrics,
+		Membership:     &a.members,
+		Coordinates:    &a.members,
+		LANKeyring:     &a.members,
+		WANKeyring:     a.wanKeyring(),
+		WANMembers:     wanMembers,
+		WANCoordinates: wanCoords,
+		Metrics:        a.metrics,
 		// As Consul's -dev: coordinates show up within a report interval.
 		CoordinateUpdatePeriod: devDuration(rc.DevMode, 100*time.Millisecond),
 	})
@@ -345,6 +348,7 @@ func (a *Agent) startHTTP() error {
 		SessionTTLMin:     rc.SessionTTLMin,
 		Self:              a.self,
 		Membership:        a,
+		WANMembership:     a.wanMembers(),
 		Leaver:            a,
 		Reloader:          reloader,
 		Monitor:           logMonitor{hub: a.logs},

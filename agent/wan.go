@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/serf/serf"
 
 	"github.com/trellis-mesh/trellis/agent/config"
+	"github.com/trellis-mesh/trellis/agent/httpapi"
 	"github.com/trellis-mesh/trellis/gossip"
 	"github.com/trellis-mesh/trellis/server"
 	"github.com/trellis-mesh/trellis/version"
@@ -48,6 +49,15 @@ func (a *Agent) wanKeyring() server.Keyring {
 		return nil
 	}
 	return &a.wanRing
+}
+
+// wanPool is the WAN pool's members and coordinates for the server, nil
+// interfaces without one.
+func (a *Agent) wanPool() (server.Membership, server.CoordinateSource) {
+	if !a.wantWAN() {
+		return nil, nil
+	}
+	return &a.wanRing, &a.wanRing
 }
 
 // startWAN starts the WAN member and the goroutine that joins the other
@@ -129,4 +139,34 @@ func (a *Agent) floodJoinWAN() {
 	} else {
 		a.logger.Debug("joined servers to the WAN pool", "joined", n)
 	}
+}
+
+// wanMembership is the WAN pool for /v1/agent/members?wan and
+// /v1/agent/join?wan (members named "<node>.<datacenter>").
+type wanMembership struct{ a *Agent }
+
+// wanMembers is the WAN pool's view for the HTTP API, nil (no pool) on a
+// client agent or with ports.serf_wan -1.
+func (a *Agent) wanMembers() httpapi.Membership {
+	if !a.wantWAN() {
+		return nil
+	}
+	return wanMembership{a}
+}
+
+// Members lists the WAN pool's members: the servers of every datacenter
+// joined to it.
+func (w wanMembership) Members() []httpapi.MemberInfo {
+	members := w.a.wanRing.Members()
+	out := make([]httpapi.MemberInfo, 0, len(members))
+	for _, m := range members {
+		out = append(out, memberInfo(m))
+	}
+	return out
+}
+
+// Join joins the WAN member at addr (a server of another datacenter, or
+// of this one), port ports.serf_wan when addr has none.
+func (w wanMembership) Join(addr string) (int, error) {
+	return w.a.wanRing.Join([]string{addr}, w.a.rc.Ports.SerfWAN)
 }

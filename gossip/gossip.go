@@ -282,6 +282,15 @@ func (h *Holder) Members() []serf.Member {
 	return nil
 }
 
+// Join joins the members at addrs (see Gossip.Join), or fails with
+// ErrNotStarted before Set.
+func (h *Holder) Join(addrs []string, defaultPort int) (int, error) {
+	if g := h.p.Load(); g != nil {
+		return g.Join(addrs, defaultPort)
+	}
+	return 0, ErrNotStarted
+}
+
 // ErrNotStarted is returned by Holder reads before Set.
 var ErrNotStarted = errors.New("gossip: not started")
 

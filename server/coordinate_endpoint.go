@@ -158,11 +158,15 @@ func (s *Server) coordinateNode(ctx context.Context, args *structs.NodeSpecificR
 	})
 }
 
-// coordinateListDatacenters answers with this datacenter's servers and
-// their coordinates. Trellis joins no WAN pool, so the servers' LAN
-// coordinates stand in for the WAN ones; they are named "<node>.<dc>" as
-// Consul names WAN members.
+// coordinateListDatacenters answers with every datacenter's servers and
+// their WAN coordinates (datacenters.go). Without a WAN pool the
+// servers' LAN coordinates stand in for the WAN ones; they are named
+// "<node>.<dc>" as Consul names WAN members.
 func (s *Server) coordinateListDatacenters(_ context.Context, _ *structs.DCSpecificRequest, reply *[]structs.DatacenterMap) error {
+	if dms := s.wanDatacenterMaps(); dms != nil {
+		*reply = dms
+		return nil
+	}
 	dc := structs.DatacenterMap{Datacenter: s.cfg.Datacenter, AreaID: structs.AreaWAN, Coordinates: structs.Coordinates{}}
 	var members []serf.Member
 	if s.cfg.Membership != nil {
@@ -182,20 +186,25 @@ func (s *Server) coordinateListDatacenters(_ context.Context, _ *structs.DCSpeci
 	return nil
 }
 
-// memberCoordinate is Serf's coordinate of node: this server's own, or the
-// latest heard from another member; nil when none is known.
+// memberCoordinate is the LAN coordinate of node: this server's own, or
+// the latest heard from another member; nil when none is known.
 func (s *Server) memberCoordinate(node string) *coordinate.Coordinate {
-	src := s.cfg.Coordinates
+	return poolCoordinate(s.cfg.Coordinates, s.cfg.NodeName, node)
+}
+
+// poolCoordinate is a gossip pool's coordinate of member name, where self
+// is this server's own name in the pool; nil when none is known.
+func poolCoordinate(src CoordinateSource, self, name string) *coordinate.Coordinate {
 	if src == nil {
 		return nil
 	}
-	if node == s.cfg.NodeName {
+	if name == self {
 		c, err := src.Coordinate()
 		if err != nil {
 			return nil
 		}
 		return c
 	}
-	c, _ := src.CachedCoordinate(node)
+	c, _ := src.CachedCoordinate(name)
 	return c
 }

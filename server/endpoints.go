@@ -57,6 +57,8 @@ func (s *Server) endpointTable() map[string]endpoint {
 	handle(t, structs.MethodCoordinateListDatacenters, s.coordinateListDatacenters)
 	// The datacenter map is this server's own gossip view.
 	servedHere(t, structs.MethodCoordinateListDatacenters)
+	handle(t, structs.MethodCatalogListDatacenters, s.catalogListDatacenters)
+	servedHere(t, structs.MethodCatalogListDatacenters)
 
 	// Gossip keyrings are each member's own: any server runs the
 	// operation across its pools (keyring_endpoint.go).

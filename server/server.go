@@ -66,6 +66,12 @@ type Config struct {
 	// pools (Internal.KeyringOperation); nil for a pool the agent has not.
 	LANKeyring Keyring
 	WANKeyring Keyring
+	// WANMembers and WANCoordinates are the agent's WAN pool (every
+	// datacenter's servers, named "<node>.<dc>") and its coordinates, for
+	// Catalog.ListDatacenters and Coordinate.ListDatacenters; nil without
+	// a WAN pool, when only this datacenter is known.
+	WANMembers     Membership
+	WANCoordinates CoordinateSource
 	// Coordinates is the agent's Serf coordinate view, for
 	// Coordinate.ListDatacenters; nil lists the servers without
 	// coordinates.

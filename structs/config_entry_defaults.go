@@ -447,12 +447,6 @@ type MeshDirectionalTLSConfig struct {
 	CipherSuites  []string `json:",omitempty" alias:"cipher_suites"`
 }
 
-// MeshHTTPConfig holds mesh-wide HTTP settings.
-type MeshHTTPConfig struct {
-	SanitizeXForwardedClientCert bool                   `alias:"sanitize_x_forwarded_client_cert"`
-	Incoming                     map[string]interface{} `json:",omitempty"`
-}
-
 // PeeringMeshConfig holds mesh-wide peering settings.
 type PeeringMeshConfig struct {
 	PeerThroughMeshGateways bool `json:",omitempty" alias:"peer_through_mesh_gateways"`
@@ -488,7 +482,7 @@ func (e *MeshConfigEntry) Validate() error {
 			}
 		}
 	}
-	return nil
+	return e.HTTP.validate()
 }
 
 // tlsVersionOrder ranks the TLS version names Consul accepts.

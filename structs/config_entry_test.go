@@ -54,6 +54,13 @@ func TestDecodeConfigEntryJSON(t *testing.T) {
 			body: `{"Kind":"mesh","TransparentProxy":{"MeshDestinationsOnly":true}}`,
 			want: &MeshConfigEntry{TransparentProxy: TransparentProxyMeshConfig{MeshDestinationsOnly: true}},
 		},
+		{
+			name: "mesh request normalization, snake case",
+			body: `{"Kind":"mesh","http":{"sanitize_x_forwarded_client_cert":true,"incoming":{"request_normalization":{"merge_slashes":true,"path_with_escaped_slashes_action":"REJECT_REQUEST"}}}}`,
+			want: &MeshConfigEntry{HTTP: &MeshHTTPConfig{SanitizeXForwardedClientCert: true, Incoming: &MeshDirectionalHTTPConfig{
+				RequestNormalization: &RequestNormalizationMeshConfig{MergeSlashes: true, PathWithEscapedSlashesAction: "REJECT_REQUEST"},
+			}}},
+		},
 		{name: "no kind", body: `{"Name":"web"}`, wantErr: "Payload does not contain a kind/Kind key at the top level"},
 		{name: "kind not a string", body: `{"Kind":5}`, wantErr: "Kind value in payload is not a string"},
 		{name: "unknown kind", body: `{"Kind":"nope","Name":"x"}`, wantErr: "invalid config entry kind: nope"},
@@ -92,6 +99,12 @@ func TestDecodeConfigEntryJSON(t *testing.T) {
 func TestConfigEntryValidate(t *testing.T) {
 	cases := []validateCase{
 		{"proxy-defaults global", &ProxyConfigEntry{Name: "global"}, ""},
+		{"mesh escaped slashes action", &MeshConfigEntry{HTTP: &MeshHTTPConfig{Incoming: &MeshDirectionalHTTPConfig{
+			RequestNormalization: &RequestNormalizationMeshConfig{PathWithEscapedSlashesAction: "DECODE"},
+		}}}, `invalid HTTP.Incoming.RequestNormalization.PathWithEscapedSlashesAction "DECODE": must be one of IMPLEMENTATION_SPECIFIC_DEFAULT, KEEP_UNCHANGED, REJECT_REQUEST, UNESCAPE_AND_REDIRECT, UNESCAPE_AND_FORWARD`},
+		{"mesh headers with underscores action", &MeshConfigEntry{HTTP: &MeshHTTPConfig{Incoming: &MeshDirectionalHTTPConfig{
+			RequestNormalization: &RequestNormalizationMeshConfig{HeadersWithUnderscoresAction: "DROP_HEADER"},
+		}}}, ""},
 		{"proxy-defaults other name", &ProxyConfigEntry{Name: "other"}, `invalid name ("other"), only "global" is supported`},
 		{"service-defaults ok", &ServiceConfigEntry{Name: "web", Protocol: "http"}, ""},
 		{"service-defaults no name", &ServiceConfigEntry{}, "Name is required"},

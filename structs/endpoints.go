@@ -76,6 +76,9 @@ var (
 	// MethodCoordinateListDatacenters is answered by the server it is sent
 	// to, from its own gossip view of the datacenter's servers.
 	MethodCoordinateListDatacenters = readMethod[DCSpecificRequest, []DatacenterMap]("Coordinate.ListDatacenters")
+	// MethodCatalogListDatacenters is answered by the server it is sent
+	// to: the datacenters its WAN pool knows, nearest first.
+	MethodCatalogListDatacenters = readMethod[DCSpecificRequest, []string]("Catalog.ListDatacenters")
 )
 
 // RaftRemovePeerRequest removes a server from the Raft configuration by
@@ -126,6 +129,7 @@ func Methods() []MethodInfo {
 		MethodCoordinateListNodes,
 		MethodCoordinateNode,
 		MethodCoordinateListDatacenters,
+		MethodCatalogListDatacenters,
 		MethodConfigEntryApply,
 		MethodConfigEntryDelete,
 		MethodConfigEntryGet,

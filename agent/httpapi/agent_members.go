@@ -29,36 +29,51 @@ type Leaver interface {
 // an endpoint needs.
 var errNotServed = &httpError{code: http.StatusNotImplemented, msg: "not served by this agent"}
 
-// agentMembers handles GET /v1/agent/members. ?wan asks for the WAN pool,
-// which Trellis does not run: answered with no members, as a Consul agent
-// without WAN federation would.
+// agentMembers handles GET /v1/agent/members: the Serf LAN members, or
+// with ?wan the WAN pool's (a client agent has none), narrowed by
+// ?filter over each member as shown (Name, Addr, Port, Tags, Status...).
 func (s *Server) agentMembers(_ http.ResponseWriter, r *http.Request) (any, error) {
-	if s.members == nil {
+	pool := s.members
+	if _, wan := r.URL.Query()["wan"]; wan {
+		if s.wan == nil {
+			return []MemberInfo{}, nil
+		}
+		pool = s.wan
+	}
+	if pool == nil {
 		return nil, errNotServed
 	}
-	if _, wan := r.URL.Query()["wan"]; wan {
-		return []MemberInfo{}, nil
+	filter, err := parseLocalFilter(r, (*MemberInfo)(nil))
+	if err != nil {
+		return nil, err
 	}
-	members := s.members.Members()
-	if members == nil {
-		members = []MemberInfo{}
+	members := []MemberInfo{}
+	for _, m := range pool.Members() {
+		if filter == nil || filter.Evaluate(&m) {
+			members = append(members, m)
+		}
 	}
 	return members, nil
 }
 
-// agentJoin handles PUT /v1/agent/join/<address>.
+// agentJoin handles PUT /v1/agent/join/<address>; ?wan joins a server's
+// WAN pool, which a client agent refuses with Consul's 500.
 func (s *Server) agentJoin(_ http.ResponseWriter, r *http.Request) (any, error) {
-	if s.members == nil {
+	pool := s.members
+	if _, wan := r.URL.Query()["wan"]; wan {
+		if s.wan == nil {
+			return nil, serverError("Must be a server to join WAN cluster")
+		}
+		pool = s.wan
+	}
+	if pool == nil {
 		return nil, errNotServed
 	}
 	addr := pathSuffix(r, "/v1/agent/join/")
 	if addr == "" {
 		return nil, badRequest("Missing address to join")
 	}
-	if _, wan := r.URL.Query()["wan"]; wan {
-		return nil, serverError("WAN join is not supported: this agent has no WAN pool")
-	}
-	if _, err := s.members.Join(addr); err != nil {
+	if _, err := pool.Join(addr); err != nil {
 		return nil, err
 	}
 	return nil, nil

@@ -106,12 +106,18 @@ func (s *Server) catalogDeregister(w http.ResponseWriter, r *http.Request) (any,
 	return true, nil
 }
 
-// catalogDatacenters serves GET /v1/catalog/datacenters: the known
-// datacenters, nearest first. Trellis joins no WAN pool, so the only one
-// is the agent's own (the datacenter of its servers), which needs no RPC;
-// like Consul's, the read is neither blocking nor indexed.
-func (s *Server) catalogDatacenters(http.ResponseWriter, *http.Request) (any, error) {
-	return []string{s.dc}, nil
+// catalogDatacenters serves GET /v1/catalog/datacenters: the datacenters
+// a server's WAN pool knows, nearest first by estimated round trip. Like
+// Consul's, the read is neither blocking nor indexed.
+func (s *Server) catalogDatacenters(_ http.ResponseWriter, r *http.Request) (any, error) {
+	var out []string
+	if err := structs.MethodCatalogListDatacenters.Call(r.Context(), s.rpc, &structs.DCSpecificRequest{}, &out); err != nil {
+		return nil, err
+	}
+	if out == nil {
+		out = []string{}
+	}
+	return out, nil
 }
 
 // catalogNodes handles GET /v1/catalog/nodes.

@@ -107,8 +107,12 @@ func TestCatalogReads(t *testing.T) {
 	}
 	runCases(t, []apiCase{
 		{
-			name: "datacenters: the agent's own, no RPC, no index", path: "/v1/catalog/datacenters",
-			wantCode: 200, wantBody: `["dc1"]`, wantHeaders: map[string]string{"X-Consul-Index": ""},
+			name: "datacenters: the server's list as it orders it, no index", path: "/v1/catalog/datacenters",
+			setup: func(f *fakeRPC, _ *Config) {
+				f.replies[structs.MethodCatalogListDatacenters.Name()] = []string{"dc1", "dc3", "dc2"}
+			},
+			wantCode: 200, wantBody: `["dc1","dc3","dc2"]`, wantHeaders: map[string]string{"X-Consul-Index": ""},
+			wantCalls: []rpcCall{{structs.MethodCatalogListDatacenters.Name(), structs.DCSpecificRequest{}}},
 		},
 		{
 			name: "nodes", path: "/v1/catalog/nodes",

@@ -125,6 +125,8 @@ func (m *memBackend) RPC(_ context.Context, method string, args, reply any) erro
 			}
 			m.services[svc.ID] = svc.ToServiceNode(m.nodes[a.Node])
 		}
+	case structs.MethodCatalogListDatacenters.Name():
+		*reply.(*[]string) = []string{testDC}
 	case structs.MethodCatalogListServices.Name():
 		out := reply.(*structs.IndexedServices)
 		out.Services = map[string][]string{}

@@ -46,6 +46,10 @@ type Config struct {
 	// Membership serves /v1/agent/members and /v1/agent/join; nil answers
 	// them with 501.
 	Membership Membership
+	// WANMembership is a server's WAN pool, for ?wan on /v1/agent/members
+	// and /v1/agent/join; nil on a client agent (no members, joins
+	// refused as Consul refuses them).
+	WANMembership Membership
 	// Leaver serves /v1/agent/leave and /v1/agent/force-leave; nil answers
 	// them with 501.
 	Leaver Leaver
@@ -95,6 +99,7 @@ type Server struct {
 	self       func() SelfInfo
 	metrics    http.Handler
 	members    Membership
+	wan        Membership
 	leaver     Leaver
 	reloader   Reloader
 	monitor    Monitor
@@ -131,6 +136,7 @@ func New(cfg Config) (*Server, error) {
 		self:        cfg.Self,
 		metrics:     cfg.Metrics,
 		members:     cfg.Membership,
+		wan:         cfg.WANMembership,
 		leaver:      cfg.Leaver,
 		reloader:    cfg.Reloader,
 		monitor:     cfg.Monitor,

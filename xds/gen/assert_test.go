@@ -10,6 +10,7 @@ import (
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
 	endpointv3 "github.com/envoyproxy/go-control-plane/envoy/config/endpoint/v3"
 	listenerv3 "github.com/envoyproxy/go-control-plane/envoy/config/listener/v3"
+	hcmv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/network/http_connection_manager/v3"
 	tlsv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/transport_sockets/tls/v3"
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/descriptorpb"
@@ -159,4 +160,34 @@ func serverNamesInclude(res Resources, listener, name string) bool {
 		}
 	}
 	return false
+}
+
+// publicHCM is the HTTP connection manager of a sidecar's public listener
+// and the ALPN its TLS context offers.
+func publicHCM(t *testing.T, res Resources, listener string) (*hcmv3.HttpConnectionManager, []string) {
+	t.Helper()
+	l, ok := res[ListenerType][listener].(*listenerv3.Listener)
+	if !ok || len(l.GetFilterChains()) != 1 {
+		t.Fatalf("no public listener %q with one filter chain", listener)
+	}
+	fc := l.GetFilterChains()[0]
+	var hcm hcmv3.HttpConnectionManager
+	if err := fc.GetFilters()[0].GetTypedConfig().UnmarshalTo(&hcm); err != nil {
+		t.Fatalf("public listener filter: %v", err)
+	}
+	var tls tlsv3.DownstreamTlsContext
+	if err := fc.GetTransportSocket().GetTypedConfig().UnmarshalTo(&tls); err != nil {
+		t.Fatalf("public listener transport socket: %v", err)
+	}
+	return &hcm, tls.GetCommonTlsContext().GetAlpnProtocols()
+}
+
+// httpFilterNames are the names of a connection manager's HTTP filters,
+// in order.
+func httpFilterNames(hcm *hcmv3.HttpConnectionManager) []string {
+	var out []string
+	for _, f := range hcm.GetHttpFilters() {
+		out = append(out, f.GetName())
+	}
+	return out
 }

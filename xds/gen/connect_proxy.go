@@ -202,12 +202,19 @@ func (b *builder) publicListener(cp *proxycfg.ConnectProxySnapshot, cfg map[stri
 			Domains: []string{"*"},
 			Routes:  []*routev3.Route{{Match: prefixMatch("/"), Action: &routev3.Route_Route{Route: action}}},
 		})
+		httpFilters := []*hcmv3.HttpFilter{b.httpRBAC(cp.Intentions, b.snap.IntentionDefaultAllow)}
+		forward := b.forwardsClientCert()
+		if forward {
+			httpFilters = append(httpFilters, b.xfccMetadataFilter())
+		}
 		filters = append(filters, b.httpConnectionManager(hcmOpts{
 			statPrefix:        publicListenerPrefix,
 			routeConfig:       rc,
-			filters:           []*hcmv3.HttpFilter{b.httpRBAC(cp.Intentions, b.snap.IntentionDefaultAllow)},
+			filters:           httpFilters,
 			http2:             isHTTP2Protocol(protocol),
-			forwardClientCert: true,
+			forwardClientCert: forward,
+			normalize:         true,
+			normalization:     b.snap.MeshConfig.RequestNormalization(),
 			// Consul lets websockets through every HTTP listener.
 			websocket:  true,
 			accessLogs: b.filterAccessLogs(),
@@ -223,7 +230,7 @@ func (b *builder) publicListener(cp *proxycfg.ConnectProxySnapshot, cfg map[stri
 		Address: socketAddress(addr, port),
 		FilterChains: []*listenerv3.FilterChain{{
 			Filters:         filters,
-			TransportSocket: b.meshDownstreamTLS(cp.Leaf),
+			TransportSocket: b.meshDownstreamTLS(cp.Leaf, publicALPN(protocol)...),
 		}},
 		TrafficDirection: corev3.TrafficDirection_INBOUND,
 		AccessLog:        b.listenerAccessLogs(),

@@ -17,6 +17,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/wrapperspb"
+
+	"github.com/trellis-mesh/trellis/structs"
 )
 
 func wrapBool(v bool) *wrapperspb.BoolValue         { return wrapperspb.Bool(v) }
@@ -102,7 +104,11 @@ type hcmOpts struct {
 	// forwardClientCert adds the mTLS client identity (XFCC) to requests:
 	// the application learns who called it.
 	forwardClientCert bool
-	websocket         bool
+	// normalize applies the mesh entry's request normalization (a public
+	// listener's, see normalizeRequests).
+	normalize     bool
+	normalization *structs.RequestNormalizationMeshConfig
+	websocket     bool
 	// accessLogs log every request (access_logs.go).
 	accessLogs []*accesslogv3.AccessLog
 }
@@ -127,6 +133,9 @@ func (b *builder) httpConnectionManager(o hcmOpts) *listenerv3.Filter {
 		hcm.SetCurrentClientCertDetails = &hcmv3.HttpConnectionManager_SetCurrentClientCertDetails{
 			Subject: wrapBool(true), Cert: true, Chain: true, Dns: true, Uri: true,
 		}
+	}
+	if o.normalize {
+		normalizeRequests(hcm, o.normalization)
 	}
 	if o.websocket {
 		hcm.UpgradeConfigs = []*hcmv3.HttpConnectionManager_UpgradeConfig{{UpgradeType: "websocket"}}

@@ -108,6 +108,25 @@ func goldenCases() []goldenCase {
 			want: 0,
 		},
 		{
+			// A gRPC service's public listener with every request
+			// normalization option of the mesh entry.
+			name: "grpc-public-listener-request-normalization",
+			world: func() *world {
+				w := newWorld()
+				w.entries = []structs.ConfigEntry{
+					&structs.ServiceConfigEntry{Kind: structs.ServiceDefaults, Name: "web", Protocol: "grpc"},
+					&structs.MeshConfigEntry{HTTP: &structs.MeshHTTPConfig{Incoming: &structs.MeshDirectionalHTTPConfig{
+						RequestNormalization: &structs.RequestNormalizationMeshConfig{
+							MergeSlashes: true, PathWithEscapedSlashesAction: "UNESCAPE_AND_FORWARD", HeadersWithUnderscoresAction: "REJECT_REQUEST",
+						},
+					}}},
+				}
+				return w
+			},
+			svc:  sidecar("web"),
+			want: 0,
+		},
+		{
 			name: "intentions-l4-default-deny",
 			world: func() *world {
 				w := newWorld()

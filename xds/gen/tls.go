@@ -78,9 +78,9 @@ func (b *builder) tlsParams(incoming bool) *tlsv3.TlsParameters {
 
 // meshDownstreamTLS is the server side of mesh mTLS: present leaf, require
 // a client certificate signed by one of the roots and carrying a SPIFFE ID
-// of this trust domain. Which identity may do what is the RBAC filter's
-// business.
-func (b *builder) meshDownstreamTLS(leaf *structs.IssuedCert) *corev3.TransportSocket {
+// of this trust domain, offering alpn (none for TCP). Which identity may
+// do what is the RBAC filter's business.
+func (b *builder) meshDownstreamTLS(leaf *structs.IssuedCert, alpn ...string) *corev3.TransportSocket {
 	vc := &tlsv3.CertificateValidationContext{TrustedCa: inlineString(b.trustedCA())}
 	if b.td != "" {
 		vc.MatchTypedSubjectAltNames = []*tlsv3.SubjectAltNameMatcher{{
@@ -93,6 +93,7 @@ func (b *builder) meshDownstreamTLS(leaf *structs.IssuedCert) *corev3.TransportS
 			TlsParams:             b.tlsParams(true),
 			TlsCertificates:       []*tlsv3.TlsCertificate{leafCertificate(leaf)},
 			ValidationContextType: &tlsv3.CommonTlsContext_ValidationContext{ValidationContext: vc},
+			AlpnProtocols:         alpn,
 		},
 		RequireClientCertificate: wrapBool(true),
 	}
