@@ -193,7 +193,7 @@ func (c *ADSConn) Send(req *discoveryv3.DeltaDiscoveryRequest) error {
 		return err
 	}
 	c.wbuf = b
-	binary.BigEndian.PutUint32(b[1:5], uint32(len(b)-5))
+	binary.BigEndian.PutUint32(b[1:5], uint32(len(b)-5)) //nolint:gosec // a gRPC message is far under 4 GiB (protobuf caps it at 2 GiB)
 	n := int64(len(b))
 	if n > c.sendConn || n > c.sendStream {
 		return fmt.Errorf("%w: %d bytes, connection window %d, stream window %d", ErrSendWindow, n, c.sendConn, c.sendStream)
@@ -342,7 +342,7 @@ func (c *ADSConn) data(f *http2.DataFrame) error {
 	// Flow control counts the whole frame, padding included.
 	c.recvUnacked += int64(f.Length)
 	if c.recvUnacked >= h2RecvWindow/2 {
-		inc := uint32(c.recvUnacked)
+		inc := uint32(c.recvUnacked) //nolint:gosec // at most one receive window, which is under 2^31
 		c.recvUnacked = 0
 		if err := c.fr.WriteWindowUpdate(0, inc); err != nil {
 			return err

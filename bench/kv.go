@@ -29,8 +29,9 @@ func (r *runner) kv(ctx context.Context, res *Result) error {
 		}
 	}()
 	value := make([]byte, kvValueSize)
+	const letters = "abcdefghijklmnopqrstuvwxyz"
 	for i := range value {
-		value[i] = byte('a' + r.rng.IntN(26))
+		value[i] = letters[r.rng.IntN(len(letters))]
 	}
 
 	var lat latencies

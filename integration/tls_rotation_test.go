@@ -55,7 +55,7 @@ func peerSerial(ctx context.Context, addr string, cfg *tls.Config) (*big.Int, er
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
+	defer func() { _ = conn.Close() }()
 	return conn.(*tls.Conn).ConnectionState().PeerCertificates[0].SerialNumber, nil
 }
 
@@ -143,7 +143,7 @@ func TestTLSCertificateRotation(t *testing.T) {
 	}
 	acks := newAckLog()
 	w := startWriters(ctx, rc, addrs, 3, "rotation/", acks)
-	defer w.stop()
+	defer func() { _ = w.stop() }()
 
 	reloadAll := func(t *testing.T) {
 		t.Helper()

@@ -93,7 +93,7 @@ func TestXDSOverGRPCTLS(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer conn.Close()
+		defer func() { _ = conn.Close() }()
 		sctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		defer cancel()
 		s, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).DeltaAggregatedResources(sctx)

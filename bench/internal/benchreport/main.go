@@ -96,7 +96,7 @@ func run(ctx context.Context, logger *slog.Logger, out, scale string, seed uint6
 	}
 	report.Sections = append(report.Sections, bench.Section{Title: "3 servers, Raft on disk", Results: clusterResults})
 
-	if err := os.MkdirAll(out, 0o755); err != nil {
+	if err := os.MkdirAll(out, 0o750); err != nil {
 		return fmt.Errorf("benchreport: %w", err)
 	}
 	date := report.Date.UTC().Format("2006-01-02")
@@ -123,7 +123,7 @@ func run(ctx context.Context, logger *slog.Logger, out, scale string, seed uint6
 }
 
 func writeFile(path string, write func(*os.File) error) error {
-	f, err := os.Create(path)
+	f, err := os.Create(path) //nolint:gosec // the report file this tool was asked to write
 	if err != nil {
 		return fmt.Errorf("benchreport: %w", err)
 	}
@@ -161,7 +161,7 @@ func startAgents(ctx context.Context, binary, dir string, ports *harness.PortAll
 		}
 		node := fmt.Sprintf("bench-server-%d", i)
 		data := filepath.Join(dir, node)
-		if err := os.MkdirAll(data, 0o755); err != nil {
+		if err := os.MkdirAll(data, 0o750); err != nil {
 			return nil, fmt.Errorf("benchreport: %w", err)
 		}
 		cfgs = append(cfgs, harness.AgentConfig{Binary: binary, Mode: harness.ModeServer, Node: node, DataDir: data, Ports: p, BootstrapExpect: servers, LogLevel: "warn"})
