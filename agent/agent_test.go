@@ -61,7 +61,7 @@ func devArgs(t *testing.T, node string) []string {
 		t.Fatal(err)
 	}
 	args := []string{"-dev", "-node", node}
-	for _, flag := range []string{"-http-port", "-server-port", "-serf-lan-port", "-grpc-port", "-dns-port"} {
+	for _, flag := range []string{"-http-port", "-server-port", "-serf-lan-port", "-serf-wan-port", "-grpc-port", "-dns-port"} {
 		p, err := ports.Port()
 		if err != nil {
 			t.Fatal(err)

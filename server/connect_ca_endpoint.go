@@ -215,8 +215,9 @@ func (s *Server) rotateCA(st *state.Store, cfg *structs.CAConfiguration, parsed 
 }
 
 // connectCASign signs a service's CSR on the leader: the CSR must name a
-// service of this cluster's trust domain and datacenter; the request waits
-// briefly for the rate limiter and fails with ErrRateLimited beyond that.
+// service of this cluster's trust domain and datacenter; the request queues
+// for the rate limiter and fails with ErrRateLimited when the queue is
+// full (see csrQueueWait).
 func (s *Server) connectCASign(ctx context.Context, args *structs.CASignRequest, reply *structs.IssuedCert) error {
 	csr, err := ca.ParseCSR(args.CSR)
 	if err != nil {
@@ -238,7 +239,7 @@ func (s *Server) connectCASign(ctx context.Context, args *structs.CASignRequest,
 	if err != nil {
 		return err
 	}
-	if rate := s.csrRate(parsed); rate > 0 && !s.connectCA.limiter.wait(ctx, rate, csrLimitWait) {
+	if rate := s.csrRate(parsed); rate > 0 && !s.connectCA.limiter.wait(ctx, rate, csrQueueWait) {
 		return structs.ErrRateLimited
 	}
 	authority, root, err := s.connectCA.activeAuthority(st)

@@ -6,14 +6,22 @@ import (
 	"time"
 )
 
-// csrLimitWait is how long a signing request may queue for a token before
-// it is refused with ErrRateLimited (Consul's csrLimitWait). Refusing
-// quickly pushes back on agents, which retry later with jitter, instead of
-// piling requests up on the leader.
-const csrLimitWait = 500 * time.Millisecond
+// csrQueueWait bounds how far ahead a signing request may queue for its
+// token before it is refused with ErrRateLimited: the queue holds
+// CSRMaxPerSecond x csrQueueWait requests (250 at Consul's default of
+// 50/s), served one by one, first come first served, at the rate. Consul
+// refuses what the limit cannot serve within 500 ms, which turns a burst
+// of sidecars registered together (a node starting, a deployment) into
+// refusals and retries; queueing serves the same burst at the same rate,
+// so the limit still bounds the leader's signing CPU, and the bound keeps
+// a flood from piling up requests that their callers (30 s RPC timeout)
+// would abandon.
+const csrQueueWait = 5 * time.Second
 
 // tokenBucket is a token bucket with a burst of one, as Consul's CSR
-// limiter (a hard rate with no bursting). Its zero value is ready; the rate
+// limiter (a hard rate with no bursting). Reservations are handed out in
+// arrival order, each one interval after the previous: a FIFO of waiters
+// served at the rate. Its zero value is ready; the rate
 // is given on every call so that a configuration change applies at once.
 type tokenBucket struct {
 	mu sync.Mutex

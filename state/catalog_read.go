@@ -247,6 +247,20 @@ func (s *Store) NodeServices(ws memdb.WatchSet, node string) (uint64, *structs.N
 	return nodeIndex(tx, n.Node), out, nil
 }
 
+// NodeService returns one service instance of a node (a copy), or nil.
+// Its WatchSet fires when that instance changes or goes away, not when
+// the node's other services do: a follower of one proxy's registration
+// stays O(1) per write on a node with thousands of services.
+func (s *Store) NodeService(ws memdb.WatchSet, node, serviceID string) (*structs.NodeService, error) {
+	tx := s.db.Txn(false)
+	defer tx.Abort()
+	raw, err := firstWatch(tx, ws, tableServices, indexID, node, serviceID)
+	if err != nil || raw == nil {
+		return nil, err
+	}
+	return raw.(*serviceRow).Service.Clone(), nil
+}
+
 // nodeIndex is the index covering a registered node's record, services and
 // checks.
 func nodeIndex(tx *memdb.Txn, node string) uint64 {

@@ -48,8 +48,9 @@ var (
 const (
 	// DefaultRootChangeJitter is Consul's caChangeJitterWindow.
 	DefaultRootChangeJitter = 30 * time.Second
-	// DefaultRateLimitRetry is the window a rate-limited request retries
-	// within (uniformly spread, as Consul does after a rate-limit error).
+	// DefaultRateLimitRetry is the window a rate-limited renewal retries
+	// within (uniformly spread, as Consul does when a renewal meets the
+	// rate limit). A refused first signing follows firstSignRetry instead.
 	DefaultRateLimitRetry = 30 * time.Second
 	DefaultRetryMin       = time.Second
 	DefaultRetryMax       = time.Minute
@@ -67,6 +68,13 @@ const (
 	maxQueryWait     = 10 * time.Minute
 	// rpcTimeout bounds one sign or roots call beyond its blocking time.
 	rpcTimeout = 30 * time.Second
+	// immediateRetries is how many refused first signings in a row are
+	// retried at once (Consul's CacheRefreshBackoffMin); later ones wait
+	// 2 s, 4 s, ... up to RetryMax, each plus up to as much again.
+	immediateRetries = 3
+	// immediateRetryJitter spreads the immediate retries of a refused
+	// burst so that they do not reach the server in lockstep.
+	immediateRetryJitter = 50 * time.Millisecond
 	// minRenewDelay keeps a very short-lived certificate from being
 	// re-requested in a tight loop.
 	minRenewDelay = time.Second
@@ -201,7 +209,10 @@ func (m *Manager) Stop() {
 // minIndex > 0 it blocks until the certificate's ModifyIndex passes
 // minIndex or wait elapses (0 means 5 minutes, at most 10), then returns
 // the current one. The first request for a service waits for the first
-// certificate. The returned value is the caller's copy.
+// certificate, or for the first signing's failure (a rate limit, say);
+// while the service has no certificate, a request with minIndex > 0 that
+// finds such a failure waits for the next attempt and returns its
+// outcome. The returned value is the caller's copy.
 func (m *Manager) Get(ctx context.Context, service string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, error) {
 	cert, _, err := m.GetWithMeta(ctx, service, minIndex, wait)
 	return cert, err
@@ -247,10 +258,15 @@ func (m *Manager) GetWithMeta(ctx context.Context, service string, minIndex uint
 		}
 		until := blockUntil
 		if cert == nil {
-			if ferr != nil && !waitable(ferr) {
+			// A request that has waited, or did not ask to (minIndex 0),
+			// gets the failure; a blocking one waits for the next attempt's
+			// outcome, so that its caller need not poll.
+			if ferr != nil && !waitable(ferr) && (waited || minIndex == 0) {
 				return nil, CacheMeta{}, ferr
 			}
-			until = firstUntil
+			if ferr == nil || waitable(ferr) {
+				until = firstUntil
+			}
 		}
 		timer := time.NewTimer(until.Sub(m.cfg.Now()))
 		select {
@@ -315,15 +331,22 @@ func (m *Manager) run(e *entry) {
 	var (
 		next    time.Time // when to fetch; zero means now
 		backoff time.Duration
+		// refused counts the rate-limited attempts in a row.
+		refused int
 	)
 	for {
 		now := m.cfg.Now()
 		if !next.After(now) {
 			if err := m.fetch(e); err != nil {
-				next, backoff = now.Add(m.retryDelay(err, backoff)), nextBackoff(backoff, m.cfg.RetryMin, m.cfg.RetryMax)
+				if errors.Is(err, structs.ErrRateLimited) {
+					refused++
+				} else {
+					refused = 0
+				}
+				next, backoff = now.Add(m.retryDelay(err, backoff, refused, m.hasCert(e))), nextBackoff(backoff, m.cfg.RetryMin, m.cfg.RetryMax)
 				m.logger.Debug("leaf certificate request failed", "service", e.service, "error", err, "retry_at", next)
 			} else {
-				backoff = 0
+				backoff, refused = 0, 0
 				next = m.renewAt(e, now)
 			}
 		}
@@ -359,12 +382,10 @@ func (m *Manager) run(e *entry) {
 // fetch makes a new key and CSR for the entry's service and has the
 // servers sign it.
 func (m *Manager) fetch(e *entry) error {
-	m.mu.Lock()
-	roots := m.roots
-	m.mu.Unlock()
-	if roots == nil || roots.TrustDomain == "" || roots.ActiveRootID == "" {
-		m.setError(e, errNoRoots)
-		return errNoRoots
+	roots, err := m.activeRoots()
+	if err != nil {
+		m.setError(e, err)
+		return err
 	}
 	id := connect.NewServiceID(roots.TrustDomain, m.cfg.Datacenter, e.service)
 	csrPEM, keyPEM, err := ca.NewLeafCSR(id)
@@ -464,17 +485,38 @@ func (m *Manager) removeIfIdle(e *entry) bool {
 	return true
 }
 
-// retryDelay is the wait after a failed fetch: uniformly within
-// RateLimitRetry when the servers pushed back (so that a rejected burst
-// spreads out), otherwise the current backoff with jitter.
-func (m *Manager) retryDelay(err error, backoff time.Duration) time.Duration {
+// retryDelay is the wait after a failed fetch. When the servers pushed
+// back on a service that has no certificate yet, its proxy is waiting:
+// as Consul's agent cache, the first refusals in a row are retried at
+// once (here within immediateRetryJitter), then after 2 s, 4 s, ...
+// (capped at RetryMax) plus up to as much again. When a certificate is
+// held (a renewal or a re-issue after a root change), the retry is spread
+// uniformly within RateLimitRetry, so that a rotation's burst spreads
+// out. Any other failure waits the current backoff with jitter.
+func (m *Manager) retryDelay(err error, backoff time.Duration, refused int, hasCert bool) time.Duration {
 	if errors.Is(err, structs.ErrRateLimited) {
-		return max(jitter(m.cfg.RateLimitRetry), 10*time.Millisecond)
+		if hasCert {
+			return max(jitter(m.cfg.RateLimitRetry), 10*time.Millisecond)
+		}
+		return firstSignRetry(refused, m.cfg.RetryMax)
 	}
 	if backoff == 0 {
 		backoff = m.cfg.RetryMin
 	}
 	return backoff/2 + jitter(backoff/2)
+}
+
+// firstSignRetry is the wait after the refused-th refusal in a row of a
+// service's first signing.
+func firstSignRetry(refused int, maxWait time.Duration) time.Duration {
+	if refused <= immediateRetries {
+		return jitter(immediateRetryJitter)
+	}
+	wait := maxWait
+	if shift := refused - immediateRetries; shift < 31 {
+		wait = min(time.Duration(1<<shift)*time.Second, maxWait)
+	}
+	return wait + jitter(wait)
 }
 
 func nextBackoff(cur, lo, hi time.Duration) time.Duration {

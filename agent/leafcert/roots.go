@@ -2,6 +2,7 @@ package leafcert
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/trellis-mesh/trellis/structs"
@@ -57,6 +58,10 @@ func (m *Manager) watchRoots() {
 func (m *Manager) setRoots(r *structs.IndexedCARoots) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	m.setRootsLocked(r)
+}
+
+func (m *Manager) setRootsLocked(r *structs.IndexedCARoots) {
 	prev := m.roots
 	m.roots = r
 	if prev == nil || prev.ActiveRootID != r.ActiveRootID || prev.TrustDomain != r.TrustDomain {
@@ -65,6 +70,48 @@ func (m *Manager) setRoots(r *structs.IndexedCARoots) {
 		}
 		close(m.rootsChanged)
 		m.rootsChanged = make(chan struct{})
+	}
+}
+
+// activeRoots returns the roots with an active root to sign under. When
+// the watch has not seen one yet (it polls while the CA is being
+// created, and its first answer may still be on its way), it asks the
+// servers once, as the HTTP API does, so that no signing fails for want
+// of roots the servers already serve.
+func (m *Manager) activeRoots() (*structs.IndexedCARoots, error) {
+	m.mu.Lock()
+	roots := m.roots
+	m.mu.Unlock()
+	if hasActiveRoot(roots) {
+		return roots, nil
+	}
+	var reply structs.IndexedCARoots
+	ctx, cancel := context.WithTimeout(m.ctx, rpcTimeout)
+	defer cancel()
+	err := structs.MethodConnectCARoots.Call(ctx, m.cfg.RPC, &structs.DCSpecificRequest{
+		QueryOptions: structs.QueryOptions{Datacenter: m.cfg.Datacenter},
+	}, &reply)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", errNoRoots, err)
+	}
+	if !hasActiveRoot(&reply) {
+		return nil, errNoRoots
+	}
+	m.setRootsIfNewer(&reply)
+	return &reply, nil
+}
+
+func hasActiveRoot(r *structs.IndexedCARoots) bool {
+	return r != nil && r.TrustDomain != "" && r.ActiveRootID != ""
+}
+
+// setRootsIfNewer is setRoots for an answer that may race the watch's:
+// it never replaces roots the watch saw at a later index.
+func (m *Manager) setRootsIfNewer(r *structs.IndexedCARoots) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !hasActiveRoot(m.roots) || m.roots.Index < r.Index {
+		m.setRootsLocked(r)
 	}
 }
 

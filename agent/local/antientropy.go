@@ -69,6 +69,15 @@ func (s *State) syncPlan() *syncPlan {
 	p := &syncPlan{nodeInSync: s.nodeInSync}
 	riding := make(map[string]bool)
 	dereg := make(map[string]bool)
+	// The out-of-sync checks by service, found in one pass: looking for
+	// each out-of-sync service's checks among all checks made a burst of
+	// N registrations cost N x checks.
+	pendingChecks := make(map[string][]string)
+	for cid, c := range s.checks {
+		if !c.deleted && !c.inSync && c.check.ServiceID != "" {
+			pendingChecks[c.check.ServiceID] = append(pendingChecks[c.check.ServiceID], cid)
+		}
+	}
 	for id, e := range s.services {
 		switch {
 		case e.deleted:
@@ -76,8 +85,8 @@ func (s *State) syncPlan() *syncPlan {
 			dereg[id] = true
 		case !e.inSync:
 			item := serviceItem{svc: e.svc.Clone(), token: e.token, version: e.version}
-			for cid, c := range s.checks {
-				if !c.deleted && !c.inSync && c.check.ServiceID == id && c.token == e.token {
+			for _, cid := range pendingChecks[id] {
+				if c := s.checks[cid]; c.token == e.token {
 					item.checks = append(item.checks, checkItem{check: c.check.Clone(), token: c.token, version: c.version})
 					riding[cid] = true
 				}

@@ -89,6 +89,9 @@ type State struct {
 	// aliases the alias-check channels by aliased service ID, then check ID.
 	notify  map[chan<- struct{}]struct{}
 	watches map[string]chan struct{}
+	// changes are the ServiceChanges subscriptions: each one's service
+	// IDs changed since it last took them.
+	changes map[chan<- struct{}]map[string]struct{}
 	aliases map[string]map[string]chan<- struct{}
 
 	// syncCh wakes the syncer (capacity 1: signals coalesce).
@@ -171,6 +174,7 @@ func NewState(cfg Config) (*State, error) {
 		services: make(map[string]*serviceEntry),
 		checks:   make(map[string]*checkEntry),
 		notify:   make(map[chan<- struct{}]struct{}),
+		changes:  make(map[chan<- struct{}]map[string]struct{}),
 		watches:  make(map[string]chan struct{}),
 		aliases:  make(map[string]map[string]chan<- struct{}),
 		syncCh:   make(chan struct{}, 1),
@@ -344,6 +348,45 @@ func (s *State) StopNotify(ch chan<- struct{}) {
 	delete(s.notify, ch)
 }
 
+// NotifyServiceChanges registers ch to be signalled (non-blocking; give it
+// a buffer of 1) after every change of a service: a registration, a
+// removal, a tag update from the catalog. TakeServiceChanges then says
+// which services changed, so that a consumer costs O(changed) per change
+// rather than re-reading every service. Check updates do not signal.
+func (s *State) NotifyServiceChanges(ch chan<- struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.changes[ch] == nil {
+		s.changes[ch] = make(map[string]struct{})
+	}
+}
+
+// TakeServiceChanges returns the IDs of the services changed since ch's
+// last take (in no order) and forgets them. Read each with Service: one
+// that is gone returns nil.
+func (s *State) TakeServiceChanges(ch chan<- struct{}) []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	pending := s.changes[ch]
+	if len(pending) == 0 {
+		return nil
+	}
+	ids := make([]string, 0, len(pending))
+	for id := range pending {
+		ids = append(ids, id)
+	}
+	s.changes[ch] = make(map[string]struct{})
+	return ids
+}
+
+// StopNotifyServiceChanges unregisters a channel given to
+// NotifyServiceChanges.
+func (s *State) StopNotifyServiceChanges(ch chan<- struct{}) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.changes, ch)
+}
+
 // AddAliasCheck registers notify to be signalled (non-blocking) whenever
 // the service serviceID is added or removed or one of its checks is
 // added, removed or changes status or output (agent/checks.AliasSource).
@@ -401,6 +444,10 @@ func (s *State) serviceChangedLocked(id string) {
 		delete(s.watches, id)
 	}
 	s.aliasLocked(id)
+	for ch, pending := range s.changes {
+		pending[id] = struct{}{}
+		signal(ch)
+	}
 	s.broadcastLocked()
 	s.triggerSync()
 }

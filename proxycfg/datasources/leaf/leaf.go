@@ -31,9 +31,13 @@ var (
 // before it is asked again.
 const DefaultWait = 10 * time.Minute
 
+// DefaultErrorPause is the pause after a failed Get (see Source.loop).
+const DefaultErrorPause = 20 * time.Millisecond
+
 // Getter is the leaf manager's blocking read (*leafcert.Manager): with
 // minIndex > 0 it returns once the service's certificate has a
-// ModifyIndex above minIndex, or when wait elapses. It returns a copy the
+// ModifyIndex above minIndex, once a new attempt to get the service's
+// first certificate failed, or when wait elapses. It returns a copy the
 // caller owns.
 type Getter interface {
 	Get(ctx context.Context, service string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, error)
@@ -45,8 +49,9 @@ type Config struct {
 	Logger *slog.Logger
 	// Wait is the blocking time of one Get (DefaultWait when zero).
 	Wait time.Duration
-	// RetryMin and RetryMax bound the backoff after a failed Get.
-	RetryMin, RetryMax time.Duration
+	// ErrorPause is the pause after a failed Get (DefaultErrorPause when
+	// zero).
+	ErrorPause time.Duration
 }
 
 // Source is the Leaf data source. Close stops every goroutine.
@@ -68,6 +73,9 @@ func New(cfg Config) (*Source, error) {
 	if cfg.Wait <= 0 {
 		cfg.Wait = DefaultWait
 	}
+	if cfg.ErrorPause <= 0 {
+		cfg.ErrorPause = DefaultErrorPause
+	}
 	return &Source{cfg: cfg, group: fanout.NewGroup(fanout.Config{Name: "leaf", Logger: cfg.Logger})}, nil
 }
 
@@ -82,10 +90,15 @@ func (s *Source) Notify(ctx context.Context, req *proxycfg.LeafRequest, corr str
 	})
 }
 
-// loop follows one service's certificate with blocking Gets.
+// loop follows one service's certificate with blocking Gets. A failure
+// (a refused first signing, say) is published and followed at once by a
+// blocking Get, which returns when the manager's next attempt has an
+// outcome: the proxy gets its certificate as soon as the manager has it,
+// not at the end of a backoff. errorPause only keeps a Getter that fails
+// without blocking (one being stopped) from spinning; a certificate that
+// arrives during it is returned by the next Get at once.
 func (s *Source) loop(service string) fanout.Runner {
 	return func(ctx context.Context, out fanout.Sink) {
-		bo := fanout.Backoff{Min: s.cfg.RetryMin, Max: s.cfg.RetryMax}
 		var index uint64
 		for ctx.Err() == nil {
 			cert, err := s.cfg.Getter.Get(ctx, service, index, s.cfg.Wait)
@@ -94,10 +107,11 @@ func (s *Source) loop(service string) fanout.Runner {
 			}
 			if err != nil {
 				out.Error(err)
-				fanout.Sleep(ctx, bo.Next())
+				// Any index above zero makes the next Get block.
+				index = max(index, 1)
+				fanout.Sleep(ctx, s.cfg.ErrorPause)
 				continue
 			}
-			bo.Reset()
 			out.Result(cert)
 			// A zero index would make the next Get return at once: wait
 			// for any certificate above it instead.

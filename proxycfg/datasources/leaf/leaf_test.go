@@ -85,7 +85,7 @@ func (f failingGetter) Get(ctx context.Context, _ string, _ uint64, _ time.Durat
 // without a service.
 func TestLeafErrorsAreEventsAndRetried(t *testing.T) {
 	g := failingGetter{calls: make(chan struct{}, 100)}
-	src, err := New(Config{Getter: g, RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond})
+	src, err := New(Config{Getter: g, ErrorPause: time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,7 +46,7 @@ func Manager(t testing.TB, store func() *state.Store, getter leaf.Getter) *proxy
 	if err != nil {
 		t.Fatal(err)
 	}
-	ls, err := leaf.New(leaf.Config{Getter: getter, RetryMin: 10 * time.Millisecond})
+	ls, err := leaf.New(leaf.Config{Getter: getter})
 	if err != nil {
 		t.Fatal(err)
 	}

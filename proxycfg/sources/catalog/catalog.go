@@ -285,14 +285,12 @@ func (s *Source) follow(sess *session, prev <-chan struct{}) {
 	}
 }
 
-// lookup reads the proxy's registration (nil when absent), watching the
-// node's services.
+// lookup reads the proxy's registration (nil when absent), watching that
+// registration only: watching the node's whole service list woke every
+// proxy of a node on every registration there, each reading (and copying)
+// all of them, O(N^2) in a burst of N sidecars.
 func lookup(ws memdb.WatchSet, st *state.Store, node, serviceID string) (*structs.NodeService, error) {
-	_, ns, err := st.NodeServices(ws, node)
-	if err != nil || ns == nil {
-		return nil, err
-	}
-	return ns.Services[serviceID], nil
+	return st.NodeService(ws, node, serviceID)
 }
 
 // Close stops following every proxy (deregistering them) and waits for

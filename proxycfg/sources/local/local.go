@@ -3,8 +3,9 @@
 // to the connect-proxy and gateway services in the agent's local state.
 // It registers each with SourceLocal and overwrite (the local definition
 // wins over a catalog one), re-registers it when its definition or token
-// changes, and deregisters it when it leaves local state. It syncs on
-// every local-state change and, as a safety net, every ResyncInterval.
+// changes, and deregisters it when it leaves local state. On each change
+// of local services it syncs the changed ones only, and all of them at
+// start and, as a safety net, every ResyncInterval.
 //
 // Local proxies are registered under ProxyID{Node: this node, ServiceID,
 // Token: ""}: every xDS stream for a local proxy shares one state machine
@@ -48,14 +49,20 @@ var (
 // State is the part of the agent's local state (*local.State of
 // agent/local) the source reads.
 type State interface {
-	// Services returns copies of every local service, by ID.
+	// Services returns copies of every local service, by ID: the first
+	// sync and the safety net read them all.
 	Services() map[string]*structs.NodeService
+	// Service returns a copy of one service, nil when there is none.
+	Service(id string) *structs.NodeService
 	// ServiceToken is the ACL token a service was registered with.
 	ServiceToken(id string) string
-	// Notify and StopNotify (un)register a channel signalled, without
-	// blocking, after every change.
-	Notify(ch chan<- struct{})
-	StopNotify(ch chan<- struct{})
+	// NotifyServiceChanges and StopNotifyServiceChanges (un)register a
+	// channel signalled, without blocking, after every change of a
+	// service; TakeServiceChanges returns (and forgets) the IDs changed
+	// since the channel's last take.
+	NotifyServiceChanges(ch chan<- struct{})
+	TakeServiceChanges(ch chan<- struct{}) []string
+	StopNotifyServiceChanges(ch chan<- struct{})
 }
 
 // Manager is the part of *proxycfg.Manager the source uses.
@@ -128,11 +135,11 @@ func (s *Source) Start() {
 		// Registered before the first sync, so that no change between
 		// the two is missed.
 		notify := make(chan struct{}, 1)
-		s.cfg.State.Notify(notify)
+		s.cfg.State.NotifyServiceChanges(notify)
 		s.wg.Add(1)
 		go func() {
 			defer s.wg.Done()
-			defer s.cfg.State.StopNotify(notify)
+			defer s.cfg.State.StopNotifyServiceChanges(notify)
 			s.run(notify)
 		}()
 	})
@@ -172,16 +179,26 @@ func (s *Source) Watch(ctx context.Context, id proxycfg.ProxyID) (<-chan *proxyc
 	return ch, nil
 }
 
-func (s *Source) run(notify <-chan struct{}) {
+// run syncs everything at first and every ResyncInterval, and in between
+// only the services that changed: a registration among thousands of
+// local services costs one service's work, and check updates none.
+func (s *Source) run(notify chan struct{}) {
 	t := time.NewTicker(s.cfg.ResyncInterval)
 	defer t.Stop()
+	// Changes up to the full sync are in it.
+	s.cfg.State.TakeServiceChanges(notify)
+	s.sync()
 	for {
-		s.sync()
 		select {
 		case <-s.ctx.Done():
 			return
 		case <-notify:
+			for _, id := range s.cfg.State.TakeServiceChanges(notify) {
+				s.syncOne(id, s.cfg.State.Service(id))
+			}
 		case <-t.C:
+			s.cfg.State.TakeServiceChanges(notify)
+			s.sync()
 		}
 	}
 }
@@ -200,24 +217,11 @@ func IsProxy(kind structs.ServiceKind) bool {
 func (s *Source) sync() {
 	services := s.cfg.State.Services()
 	for id, svc := range services {
-		if !IsProxy(svc.Kind) {
-			continue
-		}
-		token := s.cfg.State.ServiceToken(id)
-		if err := s.cfg.Manager.Register(s.ProxyID(id), svc, proxycfg.SourceLocal, token, true); err != nil {
-			if msg := err.Error(); s.failed[id] != msg {
-				s.failed[id] = msg
-				s.logger.Warn("cannot serve local proxy", "service", id, "error", err)
-			}
-			continue
-		}
-		delete(s.failed, id)
-		s.registered[id] = true
+		s.syncOne(id, svc)
 	}
 	for id := range s.registered {
-		if svc := services[id]; svc == nil || !IsProxy(svc.Kind) {
-			s.cfg.Manager.Deregister(s.ProxyID(id), proxycfg.SourceLocal)
-			delete(s.registered, id)
+		if services[id] == nil {
+			s.syncOne(id, nil)
 		}
 	}
 	for id := range s.failed {
@@ -225,4 +229,27 @@ func (s *Source) sync() {
 			delete(s.failed, id)
 		}
 	}
+}
+
+// syncOne makes the manager's registration of one local service match
+// svc, its current definition (nil when it is gone).
+func (s *Source) syncOne(id string, svc *structs.NodeService) {
+	if svc == nil || !IsProxy(svc.Kind) {
+		if s.registered[id] {
+			s.cfg.Manager.Deregister(s.ProxyID(id), proxycfg.SourceLocal)
+			delete(s.registered, id)
+		}
+		delete(s.failed, id)
+		return
+	}
+	token := s.cfg.State.ServiceToken(id)
+	if err := s.cfg.Manager.Register(s.ProxyID(id), svc, proxycfg.SourceLocal, token, true); err != nil {
+		if msg := err.Error(); s.failed[id] != msg {
+			s.failed[id] = msg
+			s.logger.Warn("cannot serve local proxy", "service", id, "error", err)
+		}
+		return
+	}
+	delete(s.failed, id)
+	s.registered[id] = true
 }
