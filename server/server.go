@@ -165,6 +165,9 @@ type Server struct {
 	cfg    Config
 	logger *slog.Logger
 	codec  *structs.Codec
+	// rpcCodec encodes the internal RPC payloads, caller's token included
+	// (codec, for Raft, leaves it out).
+	rpcCodec *structs.Codec
 
 	fsm       *fsm.FSM
 	raft      *raft.Raft
@@ -225,6 +228,7 @@ func New(cfg Config) (*Server, error) {
 		cfg:         cfg,
 		logger:      cfg.Logger,
 		codec:       structs.NewCodec(),
+		rpcCodec:    structs.NewRPCCodec(),
 		reconcileCh: make(chan serf.Member, 256),
 		reassertCh:  make(chan chan struct{}),
 		// Raft blocks on this channel: buffer it so a burst of leadership

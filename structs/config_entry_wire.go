@@ -35,8 +35,8 @@ func (e *ConfigEntryEnvelope) UnmarshalBinary(b []byte) error {
 	})
 }
 
-// MarshalBinary implements encoding.BinaryMarshaler. The WriteRequest,
-// token included, is encoded as for every other write.
+// MarshalBinary implements encoding.BinaryMarshaler. The token is not
+// encoded, as for every other write (WriteRequest.Token never crosses RPC).
 func (r *ConfigEntryRequest) MarshalBinary() ([]byte, error) {
 	return encodeWire(func(enc *codec.Encoder) error {
 		if err := enc.Encode(r.Op); err != nil {
