@@ -22,11 +22,12 @@ type ACLBootstrapCommand struct {
 }
 
 // ACLTokenSetRequest creates (Create) or updates a token. For a clone,
-// Token.AccessorID names the token to copy and Token.Description, when
-// set, replaces its description.
+// ACLToken.AccessorID names the token to copy and ACLToken.Description,
+// when set, replaces its description. (Not "Token": that is the caller's,
+// in WriteRequest.)
 type ACLTokenSetRequest struct {
-	Token  ACLToken
-	Create bool
+	ACLToken ACLToken
+	Create   bool
 	WriteRequest
 }
 
