@@ -31,6 +31,15 @@ func commandTable() map[structs.MessageType]applyFunc {
 
 		structs.UpdateVirtualIPRequestType: applyUpdateVirtualIP, // virtual_ip.go
 		structs.AutopilotRequestType:       applyAutopilot,       // autopilot.go
+
+		// ACLs (acl.go).
+		structs.ACLBootstrapRequestType:    applyACLBootstrap,
+		structs.ACLTokenSetRequestType:     applyACLTokenSet,
+		structs.ACLTokenDeleteRequestType:  applyACLTokenDelete,
+		structs.ACLPolicySetRequestType:    applyACLPolicySet,
+		structs.ACLPolicyDeleteRequestType: applyACLPolicyDelete,
+		structs.ACLRoleSetRequestType:      applyACLRoleSet,
+		structs.ACLRoleDeleteRequestType:   applyACLRoleDelete,
 	}
 }
 

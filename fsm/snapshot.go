@@ -22,8 +22,9 @@ const (
 	// the coordinate records (coordinates.go), version 4 the prepared
 	// query records (prepared_query.go), version 5 the virtual IP records
 	// (virtual_ip.go) and the autopilot configuration record
-	// (autopilot.go); older streams, which have none, still restore.
-	snapshotVersion = 5
+	// (autopilot.go), version 6 the ACL token, policy and role records
+	// (acl.go); older streams, which have none, still restore.
+	snapshotVersion = 6
 )
 
 // ErrSnapshotFormat is returned when a snapshot stream is not one this
@@ -158,6 +159,9 @@ func (s *snapshot) write(enc *codec.Encoder) error {
 	if err := writeAutopilotConfig(s.snap, put); err != nil { // autopilot.go
 		return err
 	}
+	if err := writeACLs(s.snap, put); err != nil { // acl.go
+		return err
+	}
 	if err := writeConnectCA(s.snap, put); err != nil { // connect_ca.go
 		return err
 	}
@@ -290,6 +294,8 @@ func (f *FSM) restoreRecord(r *state.Restore, t recordType, dec *codec.Decoder) 
 		return restoreVirtualIP(r, dec)
 	case recordAutopilotConfig: // autopilot.go
 		return restoreAutopilotConfig(r, dec)
+	case recordACLToken, recordACLPolicy, recordACLRole: // acl.go
+		return restoreACL(r, t, dec)
 	case recordIndex:
 		var i state.IndexEntry
 		if err := decodeSafe(dec, &i); err != nil {

@@ -95,6 +95,23 @@ func (s *Server) endpointTable() map[string]endpoint {
 	handle(t, structs.MethodInternalAssignManualServiceVIPs, s.internalAssignManualServiceVIPs)
 	handle(t, structs.MethodCatalogVirtualIPForService, s.catalogVirtualIPForService)
 
+	// ACLs (acl_endpoint.go, acl_policy_endpoint.go).
+	handle(t, structs.MethodACLBootstrap, s.aclBootstrap)
+	handle(t, structs.MethodACLTokenSet, s.aclTokenSet)
+	handle(t, structs.MethodACLTokenClone, s.aclTokenClone)
+	handle(t, structs.MethodACLTokenDelete, s.aclTokenDelete)
+	handle(t, structs.MethodACLTokenRead, s.aclTokenRead)
+	handle(t, structs.MethodACLTokenList, s.aclTokenList)
+	handle(t, structs.MethodACLPolicySet, s.aclPolicySet)
+	handle(t, structs.MethodACLPolicyDelete, s.aclPolicyDelete)
+	handle(t, structs.MethodACLPolicyRead, s.aclPolicyRead)
+	handle(t, structs.MethodACLPolicyList, s.aclPolicyList)
+	handle(t, structs.MethodACLRoleSet, s.aclRoleSet)
+	handle(t, structs.MethodACLRoleDelete, s.aclRoleDelete)
+	handle(t, structs.MethodACLRoleRead, s.aclRoleRead)
+	handle(t, structs.MethodACLRoleList, s.aclRoleList)
+	handle(t, structs.MethodACLAuthorize, s.aclAuthorizeRequests)
+
 	// Snapshots (snapshot_endpoint.go).
 	handle(t, structs.MethodSnapshotSave, s.snapshotSave)
 	handle(t, structs.MethodSnapshotRestore, s.snapshotRestore)

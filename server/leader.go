@@ -98,6 +98,7 @@ func (s *Server) leaderLoop(ctx context.Context) {
 		}
 	}
 	defer s.startConnectCA(ctx)() // connect_ca_leader.go
+	defer s.startACLs(ctx)()      // acl_leader.go
 	var health sync.WaitGroup
 	health.Add(2)
 	go func() {

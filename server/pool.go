@@ -68,7 +68,7 @@ func (c *ConnPool) Call(ctx context.Context, addr, method string, args, reply an
 func (c *ConnPool) Close() { c.p.Close() }
 
 func newConnPool(dial dialFunc) *connPool {
-	return &connPool{codec: structs.NewCodec(), dial: dial, conns: make(map[string]*grpc.ClientConn)}
+	return &connPool{codec: structs.NewRPCCodec(), dial: dial, conns: make(map[string]*grpc.ClientConn)}
 }
 
 func (p *connPool) conn(addr string) (*grpc.ClientConn, error) {

@@ -343,14 +343,14 @@ func (s *Server) handleGRPC(_ any, stream grpc.ServerStream) error {
 		return err
 	}
 	args := ep.newArgs()
-	if err := s.codec.Unmarshal(in.GetValue(), args); err != nil {
+	if err := s.rpcCodec.Unmarshal(in.GetValue(), args); err != nil {
 		return status.Errorf(codes.InvalidArgument, "decode %s arguments: %v", method, err)
 	}
 	reply := ep.newReply()
 	if err := s.RPC(stream.Context(), method, args, reply); err != nil {
 		return statusOf(err) // rpc_errors.go
 	}
-	out, err := s.codec.Marshal(reply)
+	out, err := s.rpcCodec.Marshal(reply)
 	if err != nil {
 		return status.Errorf(codes.Internal, "encode %s reply: %v", method, err)
 	}

@@ -112,6 +112,11 @@ type Config struct {
 	// Connect is the agent's connect block: whether the CA runs, and what
 	// the first CA configuration holds.
 	Connect ConnectConfig
+	// ACLs turns on the ACL system (acl.go): the leader creates the
+	// built-in objects and the /v1/acl endpoints answer. The agent config
+	// cannot set it yet (acl.enabled is refused until every endpoint
+	// enforces ACLs); tests enable it here.
+	ACLs ACLConfig
 }
 
 // ConnectConfig is the part of Consul's connect block the servers read.
@@ -171,6 +176,9 @@ type Server struct {
 	cfg    Config
 	logger *slog.Logger
 	codec  *structs.Codec
+	// rpcCodec encodes the internal RPC payloads, caller's token included
+	// (codec, for Raft, leaves it out).
+	rpcCodec *structs.Codec
 
 	fsm       *fsm.FSM
 	raft      *raft.Raft
@@ -185,6 +193,7 @@ type Server struct {
 	sessionTimers *sessionTimers
 	health        serverHealth    // the leader's view of every server (autopilot.go)
 	connectCA     connectCA       // the leader's CA signing state (connect_ca.go)
+	aclCache      aclCache        // resolved tokens (acl_resolve.go)
 	coordinates   coordinateQueue // the leader's pending coordinate reports (coordinate_endpoint.go)
 	// leaderNotify is Raft's NotifyCh: true on gaining leadership, false on
 	// losing it.
@@ -231,6 +240,7 @@ func New(cfg Config) (*Server, error) {
 		cfg:         cfg,
 		logger:      cfg.Logger,
 		codec:       structs.NewCodec(),
+		rpcCodec:    structs.NewRPCCodec(),
 		reconcileCh: make(chan serf.Member, 256),
 		reassertCh:  make(chan chan struct{}),
 		// Raft blocks on this channel: buffer it so a burst of leadership

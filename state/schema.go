@@ -143,6 +143,10 @@ func schema() *memdb.DBSchema {
 		tableVirtualIPs: virtualIPsTableSchema(),
 		// The autopilot configuration (autopilot.go).
 		tableAutopilotConfig: autopilotConfigTableSchema(),
+		// ACL tokens, policies and roles (acl*.go).
+		tableACLTokens:   aclTokensTableSchema(),
+		tableACLPolicies: aclPoliciesTableSchema(),
+		tableACLRoles:    aclRolesTableSchema(),
 	}}
 }
 

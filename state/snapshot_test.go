@@ -68,6 +68,11 @@ func richStore(t *testing.T) *Store {
 	ap := structs.DefaultAutopilotConfig()
 	ap.RedundancyZoneTag = "zone"
 	must(t, s.AutopilotSetConfig(50, &ap))
+	exp := time.Unix(2_000_000_000, 0).UTC()
+	must(t, s.ACLPolicyBatchSet(51, []*structs.ACLPolicy{{ID: "p1", Name: "ops", Rules: `key "" { policy = "read" }`, Datacenters: []string{"dc1"}}}))
+	must(t, s.ACLRoleBatchSet(52, []*structs.ACLRole{{ID: "r1", Name: "ops-role", Policies: []structs.ACLLink{{ID: "p1"}}}}))
+	must(t, s.ACLBootstrap(53, 0, &structs.ACLToken{AccessorID: "a1", SecretID: "s1", Policies: []structs.ACLLink{{ID: "p1"}},
+		Roles: []structs.ACLLink{{ID: "r1"}}, ExpirationTime: &exp}))
 	must(t, s.RecordAppliedRequest(AppliedRequest{ID: "req-1", ProposedAt: 1_000, Result: structs.RecordResult(true)}))
 	must(t, s.RecordAppliedRequest(AppliedRequest{ID: "req-2", ProposedAt: 2_000, Result: structs.RecordResult(&structs.TxnResponse{
 		Results: structs.TxnResults{{KV: &structs.DirEntry{Key: "k", Value: []byte("v")}}}})}))
@@ -160,6 +165,21 @@ func restoreFrom(t *testing.T, src *Store, indexesFirst bool) *Store {
 	ap, err := sn.AutopilotConfig()
 	must(t, err)
 	must(t, r.AutopilotConfig(ap))
+	pols, err := sn.ACLPolicies()
+	must(t, err)
+	for _, p := range pols {
+		must(t, r.ACLPolicy(p))
+	}
+	roles, err := sn.ACLRoles()
+	must(t, err)
+	for _, ro := range roles {
+		must(t, r.ACLRole(ro))
+	}
+	toks, err := sn.ACLTokens()
+	must(t, err)
+	for _, tk := range toks {
+		must(t, r.ACLToken(tk))
+	}
 	reqs, err := sn.AppliedRequests()
 	must(t, err)
 	for _, a := range reqs {

@@ -20,7 +20,19 @@ type Codec struct {
 // opaque proxy config survives a round trip as JSON would give it) and whose
 // strings stay strings.
 func NewCodec() *Codec {
+	return newCodec(nil)
+}
+
+// NewRPCCodec is NewCodec for internal RPC payloads: fields tagged `rpc`
+// (the caller's ACL token) are encoded too, where the Raft commands and
+// snapshots of NewCodec leave them out.
+func NewRPCCodec() *Codec {
+	return newCodec(codec.NewTypeInfos([]string{"rpc", "codec", "json"}))
+}
+
+func newCodec(ti *codec.TypeInfos) *Codec {
 	h := &codec.MsgpackHandle{WriteExt: true}
+	h.TypeInfos = ti
 	h.RawToString = true
 	// Sorted map keys make an encoding deterministic: equal values give
 	// equal bytes (snapshots, content hashes).

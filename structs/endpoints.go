@@ -92,7 +92,7 @@ type RaftRemovePeerRequest struct {
 // Methods lists every method descriptor, for code that needs them all
 // (the server checks that it has one handler for each).
 func Methods() []MethodInfo {
-	return []MethodInfo{
+	return append(aclMethods(),
 		MethodCatalogRegister,
 		MethodCatalogDeregister,
 		MethodKVSApply,
@@ -159,5 +159,5 @@ func Methods() []MethodInfo {
 		MethodPreparedQueryExplain,
 		MethodInternalAssignManualServiceVIPs,
 		MethodCatalogVirtualIPForService,
-	}
+	)
 }

@@ -89,7 +89,8 @@ func Sentinels() []*Error {
 	return []*Error{ErrNoLeader, ErrNoDCPath, ErrNoServers, ErrPermissionDenied, ErrRateLimited,
 		ErrFilterNotSupported, ErrUnknownMethod, ErrIntentionNotFound, ErrCANotInitialized,
 		ErrConnectNotEnabled, ErrCAStateReadOnly, ErrInvalidFilter, ErrLeadershipLost, ErrOutcomeUnknown,
-		ErrSnapshotInvalid, ErrSnapshotTooLarge, ErrQueryNotFound}
+		ErrSnapshotInvalid, ErrSnapshotTooLarge, ErrQueryNotFound,
+		ErrACLDisabled, ErrACLNotFound, ErrACLBootstrapNotAllowed, ErrACLBootstrapInvalidResetIndex}
 }
 
 // MaybeApplied reports whether err leaves a write's outcome unknown: it

@@ -50,6 +50,25 @@ const (
 	// (AssignServiceManualVIPsRequest). Automatic virtual IPs need no
 	// command: registrations and config entry writes assign them.
 	UpdateVirtualIPRequestType MessageType = 13
+	// ACLBootstrapRequestType stores the first management token and moves
+	// the bootstrap reset index (ACLBootstrapCommand); it fails when the
+	// reset index does not match, so that bootstrap succeeds once.
+	ACLBootstrapRequestType MessageType = 14
+	// ACLTokenSetRequestType creates or replaces tokens
+	// (ACLTokenBatchSetRequest).
+	ACLTokenSetRequestType MessageType = 15
+	// ACLTokenDeleteRequestType deletes tokens by AccessorID
+	// (ACLTokenBatchDeleteRequest): client deletes and the leader's reaping
+	// of expired tokens.
+	ACLTokenDeleteRequestType MessageType = 16
+	// ACLPolicySetRequestType creates or replaces policies.
+	ACLPolicySetRequestType MessageType = 17
+	// ACLPolicyDeleteRequestType deletes policies by ID.
+	ACLPolicyDeleteRequestType MessageType = 18
+	// ACLRoleSetRequestType creates or replaces roles.
+	ACLRoleSetRequestType MessageType = 19
+	// ACLRoleDeleteRequestType deletes roles by ID.
+	ACLRoleDeleteRequestType MessageType = 20
 )
 
 // IgnoreUnknownTypeFlag marks a command that an older FSM that does not know
@@ -88,6 +107,20 @@ func (t MessageType) String() string {
 		return "Autopilot"
 	case UpdateVirtualIPRequestType:
 		return "UpdateVirtualIP"
+	case ACLBootstrapRequestType:
+		return "ACLBootstrap"
+	case ACLTokenSetRequestType:
+		return "ACLTokenSet"
+	case ACLTokenDeleteRequestType:
+		return "ACLTokenDelete"
+	case ACLPolicySetRequestType:
+		return "ACLPolicySet"
+	case ACLPolicyDeleteRequestType:
+		return "ACLPolicyDelete"
+	case ACLRoleSetRequestType:
+		return "ACLRoleSet"
+	case ACLRoleDeleteRequestType:
+		return "ACLRoleDelete"
 	}
 	return "Unknown"
 }

@@ -6,7 +6,11 @@ import "time"
 // consistency mode and the blocking-query parameters.
 type QueryOptions struct {
 	Datacenter string
-	Token      string `json:"-"`
+	// Token is the caller's ACL SecretID. It crosses the internal RPC
+	// (NewRPCCodec: the server decides what a token may do, never the
+	// agent that received the request) but neither HTTP JSON nor the Raft
+	// log, where a write's command must not keep its caller's secret.
+	Token string `json:"-" rpc:"Token"`
 	// MinQueryIndex makes the read block until the result's index passes it
 	// (or MaxQueryTime elapses). Zero means do not block.
 	MinQueryIndex uint64
@@ -42,7 +46,8 @@ func (m *QueryMeta) Meta() *QueryMeta { return m }
 // WriteRequest is what every write carries.
 type WriteRequest struct {
 	Datacenter string `json:",omitempty"`
-	Token      string `json:"-"`
+	// Token is the caller's ACL SecretID; see QueryOptions.Token.
+	Token string `json:"-" rpc:"Token"`
 	// RequestID names one client write across every retry of it: the first
 	// agent that handles the write gives it one (EnsureRequestID), every
 	// forward and retry carries it, and the FSM applies a command with a

@@ -35,14 +35,25 @@ func startRealServerWith(t *testing.T, setup func(*server.Server, *Config)) (*ap
 
 func startRealServerURLWith(t *testing.T, setup func(*server.Server, *Config)) (*api.Client, string, *server.Server) {
 	t.Helper()
+	return startRealServerConfig(t, nil, setup)
+}
+
+// startRealServerConfig is startRealServerURLWith with configure, when not
+// nil, given the server's Config to complete.
+func startRealServerConfig(t *testing.T, configure func(*server.Config), setup func(*server.Server, *Config)) (*api.Client, string, *server.Server) {
+	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := server.New(server.Config{
+	sc := server.Config{
 		NodeName: "node1", NodeID: "00000000-0000-0000-0000-00000000000a", Datacenter: testDC,
 		InMemory: true, Bootstrap: true, Listener: ln, Advertise: ln.Addr().(*net.TCPAddr),
-	})
+	}
+	if configure != nil {
+		configure(&sc)
+	}
+	srv, err := server.New(sc)
 	if err != nil {
 		t.Fatal(err)
 	}

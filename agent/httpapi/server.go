@@ -272,6 +272,22 @@ func (s *Server) routes() *http.ServeMux {
 
 	handle("/v1/internal/service-virtual-ip", put, s.internalServiceVirtualIP) // internal.go
 
+	// ACLs (acl.go, acl_policy.go).
+	gpd := []string{http.MethodGet, http.MethodPut, http.MethodDelete}
+	handle("/v1/acl/bootstrap", put, s.aclBootstrap)
+	handle("/v1/acl/token", put, s.aclTokenCreate)
+	handle("/v1/acl/token/", gpd, s.aclTokenSpecific)
+	handle("/v1/acl/tokens", get, s.aclTokenList)
+	handle("/v1/acl/policy", put, s.aclPolicyCreate)
+	handle("/v1/acl/policy/", gpd, s.aclPolicySpecific)
+	handle("/v1/acl/policies", get, s.aclPolicyList)
+	handle("/v1/acl/role", put, s.aclRoleCreate)
+	handle("/v1/acl/role/", gpd, s.aclRoleSpecific)
+	handle("/v1/acl/roles", get, s.aclRoleList)
+	handle("/v1/acl/templated-policies", get, s.aclTemplatedPolicyList)
+	handle("/v1/acl/templated-policy/name/", get, s.aclTemplatedPolicyRead)
+	handle("/v1/acl/templated-policy/preview/", []string{http.MethodPost}, s.aclTemplatedPolicyPreview)
+
 	if s.enableDebug {
 		debugRoutes(mux)
 	}
@@ -397,6 +413,9 @@ func (s *Server) writeError(w http.ResponseWriter, r *http.Request, err error) {
 	case errors.As(err, &mna):
 		w.Header().Add("Allow", strings.Join(mna.allow, ","))
 		code = http.StatusMethodNotAllowed
+	case errors.Is(err, structs.ErrACLDisabled):
+		// Consul answers 401 when ACLs are off.
+		code = http.StatusUnauthorized
 	case structs.CodeOf(err) == structs.CodePermissionDenied:
 		code = http.StatusForbidden
 	case structs.CodeOf(err) == structs.CodeRateLimited:
