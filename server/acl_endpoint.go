@@ -71,7 +71,7 @@ func (s *Server) aclResetAllowed(reset uint64) (bool, string) {
 		return false, ""
 	}
 	path := filepath.Join(s.cfg.DataDir, aclBootstrapResetFile)
-	raw, err := os.ReadFile(path)
+	raw, err := os.ReadFile(path) //nolint:gosec // acl-bootstrap-reset in the server's own data dir
 	if err != nil {
 		return false, ""
 	}
