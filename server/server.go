@@ -106,6 +106,8 @@ type Config struct {
 	// Connect is the agent's connect block: whether the CA runs, and what
 	// the first CA configuration holds.
 	Connect ConnectConfig
+	// AutoEncrypt is the servers' auto_encrypt block (AutoEncrypt.Sign).
+	AutoEncrypt AutoEncryptConfig
 }
 
 // ConnectConfig is the part of Consul's connect block the servers read.

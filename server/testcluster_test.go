@@ -38,6 +38,8 @@ type testServer struct {
 	autopilot *structs.AutopilotConfig
 	// connect is the server's connect block (zero: enabled, defaults).
 	connect ConnectConfig
+	// autoEncrypt is the server's auto_encrypt block.
+	autoEncrypt AutoEncryptConfig
 }
 
 func (ts *testServer) stop(t testing.TB) {
@@ -91,6 +93,7 @@ func startTestServer(t testing.TB, ts *testServer, expect int, bootstrap bool, j
 		WrapLogStore:           ts.wrapLog,
 		Autopilot:              ts.autopilot,
 		Connect:                ts.connect,
+		AutoEncrypt:            ts.autoEncrypt,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -141,6 +141,7 @@ func Methods() []MethodInfo {
 		MethodConnectCAConfigurationGet,
 		MethodConnectCAConfigurationSet,
 		MethodConnectCASign,
+		MethodAutoEncryptSign,
 		MethodResolveServiceConfig,
 		MethodIntentionUpstreams,
 		MethodGatewayServices,
