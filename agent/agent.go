@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/serf/serf"
@@ -104,6 +105,13 @@ type Agent struct {
 	events *userevent.Buffer
 	// stopCoordinates ends the coordinate reports (coordinate.go).
 	stopCoordinates context.CancelFunc
+	// autoCertExpiry is a client's current auto_encrypt certificate (its
+	// validity bounds schedule the renewal); stopAutoEncrypt ends the
+	// renewal, stopRootsWatch a server's Connect CA roots watch
+	// (autoencrypt.go).
+	autoCertExpiry  atomic.Pointer[structs.IssuedCert]
+	stopAutoEncrypt context.CancelFunc
+	stopRootsWatch  context.CancelFunc
 
 	wg       sync.WaitGroup
 	stopOnce sync.Once
@@ -148,8 +156,18 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		if err := a.startServer(); err != nil {
 			return err
 		}
+		if rc.AutoEncrypt.AllowTLS {
+			a.startConnectRootsWatch() // autoencrypt.go
+		}
 	} else {
 		a.pool = server.NewConnPool(server.ConnPoolConfig{TLS: a.tls})
+		if rc.AutoEncrypt.TLS {
+			// Before anything binds: the HTTPS API may serve this
+			// certificate.
+			if err := a.autoEncryptBootstrap(ctx); err != nil {
+				return err
+			}
+		}
 		a.router = router.New(router.Config{
 			Logger:     a.logger.With("component", "router"),
 			Datacenter: rc.Datacenter,
@@ -170,6 +188,9 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	}
 	if err := a.startWAN(); err != nil {
 		return err
+	}
+	if rc.AutoEncrypt.TLS {
+		a.startAutoEncryptRenewal()
 	}
 	leaf, err := a.startConnect()
 	if err != nil {
@@ -231,6 +252,11 @@ func (a *Agent) startServer() error {
 			ClusterID:   rc.Connect.ClusterID,
 			LeafCertTTL: rc.Connect.LeafCertTTL,
 			RootCertTTL: rc.Connect.RootCertTTL,
+		},
+		AutoEncrypt: server.AutoEncryptConfig{
+			AllowTLS:             rc.AutoEncrypt.AllowTLS,
+			ManualCARoots:        a.tls.RPCCAPEMs,
+			VerifyServerHostname: rc.TLS.InternalRPC.VerifyServerHostname,
 		},
 		Autopilot: &structs.AutopilotConfig{
 			CleanupDeadServers: rc.Autopilot.CleanupDeadServers, LastContactThreshold: rc.Autopilot.LastContactThreshold,
@@ -515,6 +541,11 @@ func (a *Agent) Shutdown() error {
 	a.stopOnce.Do(func() {
 		if a.stopCoordinates != nil {
 			a.stopCoordinates()
+		}
+		for _, stop := range []context.CancelFunc{a.stopAutoEncrypt, a.stopRootsWatch} {
+			if stop != nil {
+				stop()
+			}
 		}
 		a.stopWatches()
 		if a.stopWAN != nil {

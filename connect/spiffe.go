@@ -15,6 +15,7 @@ import (
 // tools compare them byte for byte:
 //
 //	service:  spiffe://<trust domain>/ns/<namespace>/dc/<dc>/svc/<service>
+//	agent:    spiffe://<trust domain>/agent/client/dc/<dc>/id/<node id>
 //	signing:  spiffe://<trust domain>   (the URI SAN of every CA certificate)
 //
 // and the trust domain is "<cluster id>.consul".
@@ -50,7 +51,7 @@ func HexString(b []byte) string {
 }
 
 // CertURI is a parsed identity from a certificate's URI SAN: a
-// *SpiffeIDService or a *SpiffeIDSigning.
+// *SpiffeIDService, a *SpiffeIDAgent or a *SpiffeIDSigning.
 type CertURI interface {
 	// URI is the identity as it appears in a certificate.
 	URI() *url.URL
@@ -108,14 +109,44 @@ func (id *SpiffeIDSigning) Host() string { return id.ClusterID + "." + id.Domain
 func (id *SpiffeIDSigning) URI() *url.URL { return &url.URL{Scheme: "spiffe", Host: id.Host()} }
 
 // CanSign reports whether a CA with this identity may sign a certificate
-// for id: only services of its own trust domain (compared without case, as
-// hosts are).
+// for id: only services and agents of its own trust domain (compared
+// without case, as hosts are).
 func (id *SpiffeIDSigning) CanSign(uri CertURI) bool {
-	svc, ok := uri.(*SpiffeIDService)
-	return ok && strings.EqualFold(svc.Host, id.Host())
+	switch v := uri.(type) {
+	case *SpiffeIDService:
+		return strings.EqualFold(v.Host, id.Host())
+	case *SpiffeIDAgent:
+		return strings.EqualFold(v.Host, id.Host())
+	}
+	return false
 }
 
-var spiffeIDServiceRegexp = regexp.MustCompile(`^(?:/ap/([^/]+))?/ns/([^/]+)/dc/([^/]+)/svc/([^/]+)$`)
+// SpiffeIDAgent is a client agent's identity, the URI SAN of its
+// auto_encrypt certificate:
+// spiffe://<trust domain>/agent/client/dc/<dc>/id/<node id>.
+type SpiffeIDAgent struct {
+	// Host is the trust domain.
+	Host       string
+	Datacenter string
+	// Agent is the node ID.
+	Agent string
+}
+
+// NewAgentID returns the identity of the client agent with node ID
+// nodeID in datacenter dc of the trust domain.
+func NewAgentID(trustDomain, dc, nodeID string) *SpiffeIDAgent {
+	return &SpiffeIDAgent{Host: trustDomain, Datacenter: dc, Agent: nodeID}
+}
+
+// URI implements CertURI.
+func (id *SpiffeIDAgent) URI() *url.URL {
+	return &url.URL{Scheme: "spiffe", Host: id.Host, Path: fmt.Sprintf("/agent/client/dc/%s/id/%s", id.Datacenter, id.Agent)}
+}
+
+var (
+	spiffeIDServiceRegexp = regexp.MustCompile(`^(?:/ap/([^/]+))?/ns/([^/]+)/dc/([^/]+)/svc/([^/]+)$`)
+	spiffeIDAgentRegexp   = regexp.MustCompile(`^/agent/client/dc/([^/]+)/id/([^/]+)$`)
+)
 
 // ParseCertURIFromString parses a SPIFFE ID given as text.
 func ParseCertURIFromString(s string) (CertURI, error) {
@@ -146,6 +177,9 @@ func ParseCertURI(u *url.URL) (CertURI, error) {
 			parts[i] = v
 		}
 		return &SpiffeIDService{Host: u.Host, Partition: parts[0], Namespace: parts[1], Datacenter: parts[2], Service: parts[3]}, nil
+	}
+	if m := spiffeIDAgentRegexp.FindStringSubmatch(u.Path); m != nil {
+		return &SpiffeIDAgent{Host: u.Host, Datacenter: m[1], Agent: m[2]}, nil
 	}
 	if u.Path == "" {
 		if i := strings.Index(u.Host, "."); i > 0 {

@@ -47,7 +47,8 @@ func TestParseCertURI(t *testing.T) {
 		{in: "spiffe://abc.consul/ns/default/dc/dc1/svc/web", want: &SpiffeIDService{Host: "abc.consul", Namespace: "default", Datacenter: "dc1", Service: "web"}},
 		{in: "https://abc.consul/ns/default/dc/dc1/svc/web", wantErr: true},
 		{in: "spiffe://abc.consul/ns/default/dc/dc1/svc/", wantErr: true},
-		{in: "spiffe://abc.consul/agent/client/dc/dc1/id/x", wantErr: true},
+		{in: "spiffe://abc.consul/agent/client/dc/dc1/id/x", want: &SpiffeIDAgent{Host: "abc.consul", Datacenter: "dc1", Agent: "x"}},
+		{in: "spiffe://abc.consul/agent/server/dc/dc1/id/x", wantErr: true},
 		{in: "spiffe://nodot", wantErr: true},
 		{in: "spiffe://abc.consul/ns/default/dc/dc1/svc/a%2Fb", want: &SpiffeIDService{Host: "abc.consul", Namespace: "default", Datacenter: "dc1", Service: "a/b"}},
 	}

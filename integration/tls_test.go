@@ -162,16 +162,7 @@ func TestTLSCluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, "the client agent to reach the leader over TLS", func() error {
-		got, err := consul.Status().Leader()
-		if err != nil {
-			return err
-		}
-		if got != leader.ServerAddr() {
-			return fmt.Errorf("leader %q, want %q", got, leader.ServerAddr())
-		}
-		return nil
-	})
+	waitAPILeader(t, consul, leader, "the client agent to reach the leader over TLS")
 	if _, err := consul.KV().Put(&api.KVPair{Key: "tls/written", Value: []byte("over https")}, nil); err != nil {
 		t.Fatalf("KV put over HTTPS through the client agent: %v", err)
 	}

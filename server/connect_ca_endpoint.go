@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -223,45 +224,67 @@ func (s *Server) connectCASign(ctx context.Context, args *structs.CASignRequest,
 	if err != nil {
 		return err
 	}
+	var svc *connect.SpiffeIDService
+	signed, err := s.signCSR(ctx, csr, func(signing *connect.SpiffeIDSigning) (err error) {
+		svc, err = ca.ValidateLeafCSR(csr, signing, s.cfg.Datacenter)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	issued := ca.IssuedCert(signed.chain, signed.leaf, svc)
+	issued.CreateIndex, issued.ModifyIndex = signed.index, signed.index
+	*reply = *issued
+	return nil
+}
+
+// signedCSR is a leaf the active root signed: the chain PEM, the parsed
+// leaf and the Raft index of its serial.
+type signedCSR struct {
+	chain string
+	leaf  *x509.Certificate
+	index uint64
+}
+
+// signCSR signs csr with the active root after validate accepted it for
+// the cluster's signing identity, under the CSR rate limit, with the next
+// serial (ConnectCA.Sign and AutoEncrypt.Sign alike).
+func (s *Server) signCSR(ctx context.Context, csr *x509.CertificateRequest, validate func(*connect.SpiffeIDSigning) error) (*signedCSR, error) {
 	st := s.fsm.State()
 	_, cfg, err := st.CAConfig(nil)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if cfg == nil {
-		return structs.ErrCANotInitialized
+		return nil, structs.ErrCANotInitialized
 	}
 	parsed, err := s.connectCA.config(cfg)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	svc, err := ca.ValidateLeafCSR(csr, connect.NewSigningID(cfg.ClusterID), s.cfg.Datacenter)
-	if err != nil {
-		return err
+	if err := validate(connect.NewSigningID(cfg.ClusterID)); err != nil {
+		return nil, err
 	}
 	if rate := s.csrRate(parsed); rate > 0 && !s.connectCA.limiter.wait(ctx, rate, csrQueueWait) {
-		return structs.ErrRateLimited
+		return nil, structs.ErrRateLimited
 	}
 	authority, root, err := s.connectCA.activeAuthority(st)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	now := time.Now()
 	if root.NotAfter.Before(now) {
-		return fmt.Errorf("root expired: certificate expired, expiration date: %s", root.NotAfter)
+		return nil, fmt.Errorf("root expired: certificate expired, expiration date: %s", root.NotAfter)
 	}
 	serial, index, err := s.nextSerial()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	chain, leaf, err := authority.SignLeaf(csr, serial, parsed.LeafCertTTL, now)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	issued := ca.IssuedCert(chain, leaf, svc)
-	issued.CreateIndex, issued.ModifyIndex = index, index
-	*reply = *issued
-	return nil
+	return &signedCSR{chain: chain, leaf: leaf, index: index}, nil
 }
 
 // copyConfigMap copies a configuration map one level deep (values are

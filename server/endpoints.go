@@ -69,6 +69,7 @@ func (s *Server) endpointTable() map[string]endpoint {
 	handle(t, structs.MethodConnectCAConfigurationGet, requireConnect(s, s.connectCAConfigurationGet))
 	handle(t, structs.MethodConnectCAConfigurationSet, requireConnect(s, s.connectCAConfigurationSet))
 	handle(t, structs.MethodConnectCASign, requireConnect(s, s.connectCASign))
+	handle(t, structs.MethodAutoEncryptSign, requireConnect(s, s.autoEncryptSign))
 
 	// Config entries, intentions and discovery chains.
 	handle(t, structs.MethodConfigEntryApply, s.configEntryApply)

@@ -33,16 +33,21 @@ type portMux struct {
 	ln   net.Listener
 	raft *chanListener
 	grpc *chanListener
-	wg   sync.WaitGroup
+	// insecure gets the TLS connections that presented no client
+	// certificate to a port that verifies incoming connections (possible
+	// only with auto_encrypt.allow_tls): they may only ask for one.
+	insecure *chanListener
+	wg       sync.WaitGroup
 }
 
 func newPortMux(ln net.Listener, t RPCTLS, logger *slog.Logger) *portMux {
 	m := &portMux{
-		logger: logger,
-		tls:    t,
-		ln:     ln,
-		raft:   newChanListener(ln.Addr()),
-		grpc:   newChanListener(ln.Addr()),
+		logger:   logger,
+		tls:      t,
+		ln:       ln,
+		raft:     newChanListener(ln.Addr()),
+		grpc:     newChanListener(ln.Addr()),
+		insecure: newChanListener(ln.Addr()),
 	}
 	m.wg.Add(1)
 	go m.acceptLoop()
@@ -77,6 +82,7 @@ func (m *portMux) route(conn net.Conn) {
 		_ = conn.Close()
 		return
 	}
+	unverified := false
 	if m.tls != nil {
 		cfg, required := m.tls.IncomingRPCConfig()
 		switch {
@@ -85,6 +91,9 @@ func (m *portMux) route(conn net.Conn) {
 				m.logger.Warn("server port: TLS handshake failed", "remote", conn.RemoteAddr().String(), "error", err)
 				_ = conn.Close()
 				return
+			}
+			if tc, ok := conn.(*tls.Conn); ok && required && len(tc.ConnectionState().PeerCertificates) == 0 {
+				unverified = true
 			}
 		case required:
 			// internal_rpc.verify_incoming: nothing of a plaintext
@@ -96,7 +105,14 @@ func (m *portMux) route(conn net.Conn) {
 	}
 	_ = conn.SetReadDeadline(time.Time{})
 	target := m.grpc
-	if first[0] == raftConnByte {
+	switch {
+	case unverified && first[0] == raftConnByte:
+		m.logger.Warn("server port: refused Raft over a connection without a client certificate", "remote", conn.RemoteAddr().String())
+		_ = conn.Close()
+		return
+	case unverified:
+		target = m.insecure
+	case first[0] == raftConnByte:
 		_, _ = br.Discard(1)
 		target = m.raft
 	}
@@ -128,6 +144,7 @@ func (m *portMux) Close() error {
 	err := m.ln.Close()
 	_ = m.raft.Close()
 	_ = m.grpc.Close()
+	_ = m.insecure.Close()
 	m.wg.Wait()
 	return err
 }

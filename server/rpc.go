@@ -329,11 +329,27 @@ func canRetry(write, dedupSafe bool, err error) bool {
 
 // handleGRPC serves every internal method that arrives over gRPC.
 func (s *Server) handleGRPC(_ any, stream grpc.ServerStream) error {
+	return s.serveGRPC(stream, nil)
+}
+
+// handleUnverifiedGRPC serves the connections that presented no client
+// certificate to a server port that verifies incoming ones
+// (auto_encrypt.allow_tls): they may ask for a certificate and nothing
+// else, as on Consul's insecure RPC port.
+func (s *Server) handleUnverifiedGRPC(_ any, stream grpc.ServerStream) error {
+	return s.serveGRPC(stream, func(method string) bool { return method == structs.MethodAutoEncryptSign.Name() })
+}
+
+// serveGRPC serves one call; allowed, when set, limits the methods.
+func (s *Server) serveGRPC(stream grpc.ServerStream, allowed func(string) bool) error {
 	full, ok := grpc.MethodFromServerStream(stream)
 	if !ok {
 		return status.Error(codes.Internal, "no method")
 	}
 	method := strings.TrimPrefix(full, "/"+rpcService+"/")
+	if allowed != nil && !allowed(method) {
+		return statusOf(fmt.Errorf("%w: %s needs a client certificate (tls verify_incoming)", structs.ErrPermissionDenied, method))
+	}
 	ep, ok := s.endpoints[method]
 	if !ok {
 		return statusOf(fmt.Errorf("%w: %s", structs.ErrUnknownMethod, method))

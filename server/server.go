@@ -117,6 +117,8 @@ type Config struct {
 	// cannot set it yet (acl.enabled is refused until every endpoint
 	// enforces ACLs); tests enable it here.
 	ACLs ACLConfig
+	// AutoEncrypt is the servers' auto_encrypt block (AutoEncrypt.Sign).
+	AutoEncrypt AutoEncryptConfig
 }
 
 // ConnectConfig is the part of Consul's connect block the servers read.
@@ -186,9 +188,12 @@ type Server struct {
 	transport *raft.NetworkTransport
 	mux       *portMux
 	grpc      *grpc.Server
-	pool      *connPool
-	endpoints map[string]endpoint
-	metrics   *metrics
+	// unverifiedGRPC serves connections without a client certificate
+	// (auto_encrypt.allow_tls): AutoEncrypt.Sign only.
+	unverifiedGRPC *grpc.Server
+	pool           *connPool
+	endpoints      map[string]endpoint
+	metrics        *metrics
 
 	sessionTimers *sessionTimers
 	health        serverHealth    // the leader's view of every server (autopilot.go)
@@ -265,10 +270,15 @@ func New(cfg Config) (*Server, error) {
 	}
 	// A snapshot archive is one message (snapshot_endpoint.go).
 	s.grpc = grpc.NewServer(grpc.UnknownServiceHandler(s.handleGRPC), grpc.MaxRecvMsgSize(rpcMaxMessage), grpc.MaxSendMsgSize(rpcMaxMessage))
-	s.wg.Add(4)
+	s.unverifiedGRPC = grpc.NewServer(grpc.UnknownServiceHandler(s.handleUnverifiedGRPC))
+	s.wg.Add(5)
 	go func() {
 		defer s.wg.Done()
 		_ = s.grpc.Serve(s.mux.grpc)
+	}()
+	go func() {
+		defer s.wg.Done()
+		_ = s.unverifiedGRPC.Serve(s.mux.insecure)
 	}()
 	go func() {
 		defer s.wg.Done()
@@ -292,6 +302,7 @@ func (s *Server) Shutdown() error {
 	s.once.Do(func() {
 		s.cancel()
 		s.grpc.Stop()
+		s.unverifiedGRPC.Stop()
 		if f := s.raft.Shutdown(); f.Error() != nil {
 			err = fmt.Errorf("raft shutdown: %w", f.Error())
 		}

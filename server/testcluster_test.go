@@ -40,6 +40,8 @@ type testServer struct {
 	connect ConnectConfig
 	// acls is the server's ACL configuration (zero: off).
 	acls ACLConfig
+	// autoEncrypt is the server's auto_encrypt block.
+	autoEncrypt AutoEncryptConfig
 }
 
 func (ts *testServer) stop(t testing.TB) {
@@ -94,6 +96,7 @@ func startTestServer(t testing.TB, ts *testServer, expect int, bootstrap bool, j
 		Autopilot:              ts.autopilot,
 		Connect:                ts.connect,
 		ACLs:                   ts.acls,
+		AutoEncrypt:            ts.autoEncrypt,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -185,6 +185,10 @@ type IssuedCert struct {
 	// Service and ServiceURI name the identity the leaf proves.
 	Service    string `json:",omitempty"`
 	ServiceURI string `json:",omitempty"`
+	// Agent and AgentURI name the client agent an auto_encrypt
+	// certificate proves (its node name and SPIFFE agent ID).
+	Agent    string `json:",omitempty"`
+	AgentURI string `json:",omitempty"`
 	// ValidAfter and ValidBefore are the certificate's validity bounds.
 	ValidAfter  time.Time
 	ValidBefore time.Time

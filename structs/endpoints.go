@@ -145,6 +145,7 @@ func Methods() []MethodInfo {
 		MethodConnectCAConfigurationGet,
 		MethodConnectCAConfigurationSet,
 		MethodConnectCASign,
+		MethodAutoEncryptSign,
 		MethodResolveServiceConfig,
 		MethodIntentionUpstreams,
 		MethodGatewayServices,

@@ -56,6 +56,9 @@ var (
 	ErrRateLimited        = newError("RateLimited", CodeRateLimited, "rate limit exceeded, try again later")
 	ErrFilterNotSupported = newError("FilterNotSupported", CodeInvalidArgument, "filter expressions are not supported")
 	ErrUnknownMethod      = newError("UnknownMethod", CodeInvalidArgument, "unknown RPC method")
+	// ErrAutoEncryptNotAllowed: AutoEncrypt.Sign reached a server without
+	// auto_encrypt.allow_tls.
+	ErrAutoEncryptNotAllowed = newError("AutoEncryptNotAllowed", CodePermissionDenied, "Agent AutoEncrypt.AllowTLS must be enabled")
 
 	// ErrIntentionNotFound: no intention has the ID (or source and
 	// destination) a read or a delete names.
@@ -90,7 +93,8 @@ func Sentinels() []*Error {
 		ErrFilterNotSupported, ErrUnknownMethod, ErrIntentionNotFound, ErrCANotInitialized,
 		ErrConnectNotEnabled, ErrCAStateReadOnly, ErrInvalidFilter, ErrLeadershipLost, ErrOutcomeUnknown,
 		ErrSnapshotInvalid, ErrSnapshotTooLarge, ErrQueryNotFound,
-		ErrACLDisabled, ErrACLNotFound, ErrACLBootstrapNotAllowed, ErrACLBootstrapInvalidResetIndex}
+		ErrACLDisabled, ErrACLNotFound, ErrACLBootstrapNotAllowed, ErrACLBootstrapInvalidResetIndex,
+		ErrAutoEncryptNotAllowed}
 }
 
 // MaybeApplied reports whether err leaves a write's outcome unknown: it

@@ -48,6 +48,18 @@ type Config struct {
 	// ServerMode: this agent serves the RPC port, so internal_rpc's
 	// verify_incoming needs a certificate of its own.
 	ServerMode bool
+	// AutoEncryptTLS (a client's auto_encrypt.tls): the agent's
+	// certificate comes from the servers (SetAutoEncryptCert) and serves
+	// every protocol without a cert_file of its own (gRPC-TLS only with
+	// GRPCUseAutoCert); its connections to servers are always TLS.
+	AutoEncryptTLS  bool
+	GRPCUseAutoCert bool
+	// AutoEncryptAllowTLS (a server's auto_encrypt.allow_tls): client
+	// certificates signed by the Connect CA (SetConnectCARoots) are
+	// accepted on the server port, and a connection without one may
+	// still ask for a certificate (the server port restricts what it may
+	// call).
+	AutoEncryptAllowTLS bool
 }
 
 // versions maps Consul's tls_min_version names to Go's constants.
@@ -114,5 +126,9 @@ func FromRuntime(rc *config.RuntimeConfig) Config {
 		GRPC:        rc.TLS.GRPC,
 		ServerName:  rc.TLS.ServerName,
 		ServerMode:  rc.ServerMode,
+
+		AutoEncryptTLS:      rc.AutoEncrypt.TLS && !rc.ServerMode,
+		GRPCUseAutoCert:     rc.TLS.GRPCUseAutoCert,
+		AutoEncryptAllowTLS: rc.AutoEncrypt.AllowTLS && rc.ServerMode,
 	}
 }

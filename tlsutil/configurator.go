@@ -16,9 +16,12 @@ type Configurator struct {
 	now func() time.Time
 
 	mu sync.RWMutex
-	// rpc, https, grpc and serverName are guarded by mu.
+	// rpc, https, grpc, serverName, auto and autoEncrypt are guarded by mu.
 	rpc, https, grpc *material
 	serverName       string
+	auto             autoEncrypt
+	// autoCfg is the auto_encrypt part of the last configuration loaded.
+	autoCfg Config
 }
 
 // New reads and checks every file the configuration names. The error names
@@ -36,6 +39,11 @@ func New(cfg Config) (*Configurator, error) {
 // theirs. On error nothing changes.
 func (c *Configurator) Reload(cfg Config) error {
 	now := c.now()
+	if cfg.AutoEncryptTLS {
+		// The servers are only ever asked for a certificate over TLS
+		// that verifies them.
+		cfg.InternalRPC.VerifyOutgoing = true
+	}
 	rpc, err := load("internal_rpc", cfg.InternalRPC, now)
 	if err != nil {
 		return err
@@ -53,6 +61,7 @@ func (c *Configurator) Reload(cfg Config) error {
 	}
 	c.mu.Lock()
 	c.rpc, c.https, c.grpc, c.serverName = rpc, https, grpc, cfg.ServerName
+	c.autoCfg = cfg
 	c.mu.Unlock()
 	return nil
 }
@@ -101,10 +110,10 @@ func pickHTTPS(c *Configurator) *material { return c.https }
 func pickGRPC(c *Configurator) *material  { return c.grpc }
 
 // HTTPSEnabled reports whether the HTTPS API has a certificate to serve.
-func (c *Configurator) HTTPSEnabled() bool { return c.current(pickHTTPS).cert != nil }
+func (c *Configurator) HTTPSEnabled() bool { return c.certFor(pickHTTPS) != nil }
 
 // GRPCTLSEnabled reports whether the gRPC-TLS listener has a certificate.
-func (c *Configurator) GRPCTLSEnabled() bool { return c.current(pickGRPC).cert != nil }
+func (c *Configurator) GRPCTLSEnabled() bool { return c.certFor(pickGRPC) != nil }
 
 // IncomingHTTPSConfig is the HTTPS API listener's configuration: client
 // certificates are required and verified when tls.https.verify_incoming
@@ -123,7 +132,7 @@ func (c *Configurator) IncomingGRPCConfig() *tls.Config {
 // connection must be refused (internal_rpc.verify_incoming).
 func (c *Configurator) IncomingRPCConfig() (cfg *tls.Config, required bool) {
 	m := c.current(pickRPC)
-	if m.cert == nil {
+	if c.certFor(pickRPC) == nil {
 		return nil, false
 	}
 	return c.incoming(pickRPC, nil), m.cfg.VerifyIncoming
@@ -137,11 +146,12 @@ func (c *Configurator) incoming(pick func(*Configurator) *material, protos []str
 		NextProtos: protos,
 		GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
 			m := c.current(pick)
-			if m.cert == nil {
+			cert := c.certFor(pick)
+			if cert == nil {
 				return nil, errors.New("tlsutil: no certificate configured")
 			}
 			cfg := &tls.Config{
-				Certificates: []tls.Certificate{*m.cert},
+				Certificates: []tls.Certificate{*cert},
 				MinVersion:   m.minVersion,
 				CipherSuites: m.suites,
 				NextProtos:   protos,
@@ -149,6 +159,7 @@ func (c *Configurator) incoming(pick func(*Configurator) *material, protos []str
 			if m.cfg.VerifyIncoming {
 				cfg.ClientAuth = tls.RequireAndVerifyClientCert
 				cfg.ClientCAs = m.pool
+				c.admitAutoEncrypt(pick, cfg) // autoencrypt.go
 			}
 			return cfg, nil
 		},
@@ -185,8 +196,8 @@ func (c *Configurator) OutgoingRPCConfig() *tls.Config {
 			return verifyPeer(c.current(pickRPC).pool, cs.PeerCertificates, checkName, x509.ExtKeyUsageServerAuth)
 		},
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-			if cur := c.current(pickRPC); cur.cert != nil {
-				return cur.cert, nil
+			if cert := c.certFor(pickRPC); cert != nil {
+				return cert, nil
 			}
 			return &tls.Certificate{}, nil
 		},
@@ -210,7 +221,7 @@ func verifyPeer(roots *x509.CertPool, chain []*x509.Certificate, name string, us
 		KeyUsages:     []x509.ExtKeyUsage{usage},
 	})
 	if err != nil {
-		return fmt.Errorf("tlsutil: server certificate: %w", err)
+		return fmt.Errorf("tlsutil: peer certificate: %w", err)
 	}
 	return nil
 }

@@ -128,17 +128,10 @@ func loadCAs(fileKey, file, pathKey, dir string) (*x509.CertPool, error) {
 		}
 	}
 	if dir != "" {
-		entries, err := os.ReadDir(dir)
+		names, err := caPathFiles(dir)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s %s: %w", ErrInvalidMaterial, pathKey, dir, err)
 		}
-		var names []string
-		for _, e := range entries {
-			if !e.IsDir() {
-				names = append(names, filepath.Join(dir, e.Name()))
-			}
-		}
-		sort.Strings(names)
 		if len(names) == 0 {
 			return nil, fmt.Errorf("%w: %s %s holds no certificate", ErrInvalidMaterial, pathKey, dir)
 		}
@@ -149,4 +142,20 @@ func loadCAs(fileKey, file, pathKey, dir string) (*x509.CertPool, error) {
 		}
 	}
 	return pool, nil
+}
+
+// caPathFiles lists the files of a ca_path directory in lexical order.
+func caPathFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var names []string
+	for _, e := range entries {
+		if !e.IsDir() {
+			names = append(names, filepath.Join(dir, e.Name()))
+		}
+	}
+	sort.Strings(names)
+	return names, nil
 }

@@ -197,6 +197,7 @@ func build(s *source, dev bool, opts LoadOptions) (*RuntimeConfig, []string, err
 	buildAddresses(s, rc, opts, &p)
 	buildDNS(s, rc, &p)
 	buildTLS(s, rc)
+	warnings = append(warnings, buildAutoEncrypt(s.AutoEncrypt, rc, &p)...) // auto_encrypt.go
 	warnings = append(warnings, tlsPortWarnings(rc)...)
 	if len(p) == 0 {
 		checkPortConflicts(rc, &p)
@@ -463,10 +464,10 @@ func checkPortConflicts(rc *RuntimeConfig, p *problems) {
 	if rc.Ports.HTTP > 0 {
 		ls = append(ls, listener{"ports.http", rc.Addresses.HTTP, rc.Ports.HTTP})
 	}
-	if rc.Ports.HTTPS > 0 && rc.TLS.HTTPS.CertFile != "" {
+	if rc.Ports.HTTPS > 0 && rc.HTTPSHasCert() {
 		ls = append(ls, listener{"ports.https", rc.Addresses.HTTPS, rc.Ports.HTTPS})
 	}
-	if rc.Ports.GRPCTLS > 0 && rc.TLS.GRPC.CertFile != "" {
+	if rc.Ports.GRPCTLS > 0 && rc.GRPCTLSHasCert() {
 		ls = append(ls, listener{"ports.grpc_tls", rc.Addresses.GRPCTLS, rc.Ports.GRPCTLS})
 	}
 	if rc.ServerMode && rc.Ports.SerfWAN > 0 {

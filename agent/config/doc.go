@@ -21,10 +21,11 @@
 //
 // The tls block and its deprecated top-level forms are resolved per
 // protocol into RuntimeConfig.TLS (tls.go); the files they name are read
-// and checked by tlsutil when the agent starts.
+// and checked by tlsutil when the agent starts; auto_encrypt is checked
+// against Consul's rules in auto_encrypt.go.
 //
 // Keys that ask for protection Trellis does not provide yet (acl.enabled,
-// encrypt, auto_encrypt, auto_config, address and endpoint restrictions)
+// auto_config, address and endpoint restrictions)
 // are not warnings: when
 // their value asks for the protection, Load fails with
 // ErrProtectionNotProvided naming the key, so that no agent runs open while

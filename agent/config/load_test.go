@@ -576,8 +576,6 @@ func TestLoadRefusesProtectionNotProvided(t *testing.T) {
 	}{
 		{"acl enabled", nil, `{"acl": {"enabled": true, "default_policy": "deny"}}`, []string{"acl.enabled", "ACLs"}, ""},
 		{"legacy acl datacenter", nil, `{"acl_datacenter": "dc1"}`, []string{"acl_datacenter", "ACLs"}, ""},
-		{"auto_encrypt on a client", nil, `{"auto_encrypt": {"tls": true}}`, []string{"auto_encrypt.tls", "auto_encrypt"}, ""},
-		{"auto_encrypt on a server", nil, `{"auto_encrypt": {"allow_tls": true}}`, []string{"auto_encrypt.allow_tls"}, ""},
 		{"auto_config", nil, `{"auto_config": {"enabled": true, "intro_token": "x"}}`, []string{"auto_config.enabled", "auto_config.intro_token"}, ""},
 		{"write restriction", nil, `{"http_config": {"allow_write_http_from": ["127.0.0.0/8"]}}`, []string{"http_config.allow_write_http_from"}, ""},
 		{"write restriction flag", []string{"-allow-write-http-from", "127.0.0.0/8"}, "", []string{"-allow-write-http-from"}, ""},
@@ -586,7 +584,6 @@ func TestLoadRefusesProtectionNotProvided(t *testing.T) {
 		{"serf cidrs flag", []string{"-serf-lan-allowed-cidrs", "127.0.0.0/8"}, "", []string{"-serf-lan-allowed-cidrs"}, ""},
 		{"case-insensitive", nil, `{"ACL": {"Enabled": true}}`, []string{"acl.enabled"}, ""},
 		{"hcl: acl enabled", nil, "", []string{"acl.enabled", "ACLs"}, "acl {\n  enabled = true\n  default_policy = \"deny\"\n}"},
-		{"hcl: auto_encrypt", nil, "", []string{"auto_encrypt.tls"}, `auto_encrypt { tls = true }`},
 		{"hcl: auto_config", nil, "", []string{"auto_config.enabled"}, `auto_config { enabled = true }`},
 		{"hcl: write restriction", nil, "", []string{"http_config.allow_write_http_from"}, `http_config { allow_write_http_from = ["127.0.0.0/8"] }`},
 		{"hcl: serf cidrs", nil, "", []string{"serf_lan_allowed_cidrs"}, `serf_lan_allowed_cidrs = ["127.0.0.0/8"]`},

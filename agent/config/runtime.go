@@ -102,6 +102,8 @@ type RuntimeConfig struct {
 	// TLS holds the tls block's settings per protocol; tlsutil reads the
 	// files and builds the listeners' and dialers' configurations.
 	TLS TLS
+	// AutoEncrypt is the auto_encrypt block (auto_encrypt.go).
+	AutoEncrypt AutoEncrypt
 
 	// DNS configures the DNS interface (domain, alt_domain, recursors,
 	// dns_config); it listens on Addresses.DNS and Ports.DNS.
@@ -303,7 +305,7 @@ func (c *RuntimeConfig) HTTPListenAddrs() []string {
 // HTTPSListenAddrs returns the addresses of the HTTPS API, or nil when it
 // is disabled (port -1, or no tls.https certificate).
 func (c *RuntimeConfig) HTTPSListenAddrs() []string {
-	if c.TLS.HTTPS.CertFile == "" {
+	if !c.HTTPSHasCert() {
 		return nil
 	}
 	return listenAddrs(c.Addresses.HTTPS, c.Ports.HTTPS)
@@ -312,7 +314,7 @@ func (c *RuntimeConfig) HTTPSListenAddrs() []string {
 // GRPCTLSListenAddrs returns the addresses of the gRPC-TLS (xDS) listener,
 // or nil when it is disabled (port -1, or no tls.grpc certificate).
 func (c *RuntimeConfig) GRPCTLSListenAddrs() []string {
-	if c.TLS.GRPC.CertFile == "" {
+	if !c.GRPCTLSHasCert() {
 		return nil
 	}
 	return listenAddrs(c.Addresses.GRPCTLS, c.Ports.GRPCTLS)

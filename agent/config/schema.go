@@ -260,7 +260,7 @@ func consulKeys() *keyNode {
 		})),
 		"cache":          object(ignoredAll("entry_fetch_max_burst", "entry_fetch_rate")),
 		"config_entries": object(ignoredAll("bootstrap")),
-		"auto_encrypt":   refusedBlock("TLS (auto_encrypt)"),
+		"auto_encrypt":   object(map[string]*keyNode{"tls": honoured(), "allow_tls": honoured(), "dns_san": honoured(), "ip_san": honoured()}),
 		"auto_config":    refusedBlock("auto_config (TLS and gossip keys from the servers)"),
 		"tls":            tlsKeys(),
 		"http_config": object(with(ignoredAll(
@@ -351,9 +351,8 @@ func tlsKeys() *keyNode {
 		"defaults":     object(with(common(), map[string]*keyNode{"verify_outgoing": honoured()})),
 		"internal_rpc": object(with(common(), map[string]*keyNode{"verify_outgoing": honoured(), "verify_server_hostname": honoured()})),
 		"https":        object(with(common(), map[string]*keyNode{"verify_outgoing": ignored()})),
-		// use_auto_cert serves auto_encrypt certificates, which stay
-		// refused.
-		"grpc": object(with(common(), map[string]*keyNode{"verify_outgoing": ignored(), "use_auto_cert": refused("TLS (auto_encrypt)")})),
+		// use_auto_cert serves gRPC-TLS with the auto_encrypt certificate.
+		"grpc": object(with(common(), map[string]*keyNode{"verify_outgoing": ignored(), "use_auto_cert": honoured()})),
 	})
 }
 

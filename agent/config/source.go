@@ -61,6 +61,8 @@ type source struct {
 	XDS xdsSource `json:"xds"`
 	// Autopilot is the autopilot block (autopilot.go).
 	Autopilot autopilotSource `json:"autopilot"`
+	// AutoEncrypt is the auto_encrypt block (auto_encrypt.go).
+	AutoEncrypt autoEncryptSource `json:"auto_encrypt"`
 
 	// Service and check definitions, in the order read; the agent
 	// registers them (definitions.go).

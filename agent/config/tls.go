@@ -14,6 +14,9 @@ type TLS struct {
 	// ServerName is server.<datacenter>.<domain>: what a server's RPC
 	// certificate must be valid for when verify_server_hostname is set.
 	ServerName string
+	// GRPCUseAutoCert (tls.grpc.use_auto_cert) serves gRPC-TLS with the
+	// auto_encrypt certificate when tls.grpc has no cert_file.
+	GRPCUseAutoCert bool
 }
 
 // TLSProtocol is one protocol's TLS settings (tls.internal_rpc, tls.https
@@ -62,7 +65,7 @@ type tlsSource struct {
 	Defaults    tlsProtocolSource `json:"defaults"`
 	InternalRPC tlsProtocolSource `json:"internal_rpc"`
 	HTTPS       tlsProtocolSource `json:"https"`
-	GRPC        tlsProtocolSource `json:"grpc"`
+	GRPC        grpcTLSSource     `json:"grpc"`
 }
 
 // tlsProtocolSource is one block of tls; verify_outgoing and
@@ -77,6 +80,13 @@ type tlsProtocolSource struct {
 	VerifyServerHostname *bool   `json:"verify_server_hostname"`
 	TLSMinVersion        *string `json:"tls_min_version"`
 	TLSCipherSuites      *string `json:"tls_cipher_suites"`
+}
+
+// grpcTLSSource is tls.grpc, which alone may use the auto_encrypt
+// certificate.
+type grpcTLSSource struct {
+	tlsProtocolSource
+	UseAutoCert *bool `json:"use_auto_cert"`
 }
 
 // deprecatedTLSSource holds the top-level forms Consul still reads.
@@ -149,10 +159,11 @@ func buildTLS(s *source, rc *RuntimeConfig) {
 		return p
 	}
 	rc.TLS = TLS{
-		InternalRPC: proto("internal_rpc", s.TLS.InternalRPC, dep.VerifyIncomingRPC, "verify_incoming_rpc", true),
-		HTTPS:       proto("https", s.TLS.HTTPS, dep.VerifyIncomingHTTPS, "verify_incoming_https", false),
-		GRPC:        proto("grpc", s.TLS.GRPC, nil, "", false),
-		ServerName:  "server." + rc.Datacenter + "." + strings.TrimSuffix(rc.DNS.Domain, "."),
+		InternalRPC:     proto("internal_rpc", s.TLS.InternalRPC, dep.VerifyIncomingRPC, "verify_incoming_rpc", true),
+		HTTPS:           proto("https", s.TLS.HTTPS, dep.VerifyIncomingHTTPS, "verify_incoming_https", false),
+		GRPC:            proto("grpc", s.TLS.GRPC.tlsProtocolSource, nil, "", false),
+		ServerName:      "server." + rc.Datacenter + "." + strings.TrimSuffix(rc.DNS.Domain, "."),
+		GRPCUseAutoCert: isTrue(s.TLS.GRPC.UseAutoCert),
 	}
 }
 
@@ -162,10 +173,10 @@ func buildTLS(s *source, rc *RuntimeConfig) {
 // listens in plaintext in their place.
 func tlsPortWarnings(rc *RuntimeConfig) []string {
 	var out []string
-	if rc.Ports.HTTPS > 0 && rc.TLS.HTTPS.CertFile == "" {
+	if rc.Ports.HTTPS > 0 && !rc.HTTPSHasCert() {
 		out = append(out, "ports.https is set but tls.https has no cert_file: the HTTPS API is not served")
 	}
-	if rc.Ports.GRPCTLS > 0 && rc.TLS.GRPC.CertFile == "" {
+	if rc.Ports.GRPCTLS > 0 && !rc.GRPCTLSHasCert() {
 		out = append(out, "ports.grpc_tls is set but tls.grpc has no cert_file: the gRPC-TLS port is not served")
 	}
 	return out

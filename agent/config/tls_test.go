@@ -71,16 +71,12 @@ func TestLoadTLS(t *testing.T) {
 	}
 }
 
-// TestLoadTLSKeys: keys Consul rejects stay rejected, auto_encrypt stays
-// refused, and a TLS port without a certificate is named in a warning.
+// TestLoadTLSKeys: keys Consul rejects stay rejected, and a TLS port
+// without a certificate is named in a warning.
 func TestLoadTLSKeys(t *testing.T) {
 	_, _, err := load(t, []string{"-dev", "-config-file", "$DIR/a.json"}, map[string]string{"a.json": `{"tls": {"https": {"verify_server_hostname": true}}}`})
 	if err == nil || !strings.Contains(err.Error(), "tls.https.verify_server_hostname") {
 		t.Errorf("verify_server_hostname outside internal_rpc: %v", err)
-	}
-	_, _, err = load(t, []string{"-dev", "-config-file", "$DIR/a.json"}, map[string]string{"a.json": `{"tls": {"grpc": {"use_auto_cert": true}}}`})
-	if err == nil || !strings.Contains(err.Error(), "tls.grpc.use_auto_cert") {
-		t.Errorf("use_auto_cert: %v", err)
 	}
 	_, warnings, err := load(t, []string{"-dev", "-https-port", "8501"}, nil)
 	if err != nil || !strings.Contains(strings.Join(warnings, "\n"), "ports.https is set but tls.https has no cert_file") {

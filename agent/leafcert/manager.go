@@ -443,8 +443,17 @@ func (m *Manager) renewAt(e *entry, now time.Time) time.Time {
 	m.mu.Lock()
 	cert := e.cert
 	m.mu.Unlock()
-	life := cert.ValidBefore.Sub(cert.ValidAfter)
-	at := cert.ValidAfter.Add(time.Duration(float64(life) * (0.6 + 0.3*rand.Float64()))) //nolint:gosec // jitter to spread timers, not a secret
+	return RenewAt(cert.ValidAfter, cert.ValidBefore, now)
+}
+
+// RenewAt is when to renew a certificate valid from validAfter until
+// validBefore: at a uniformly random point between 60 % and 90 % of its
+// lifetime (Consul's soft expiry, spreading many agents' renewals), and
+// never sooner than a second after now. The agent's auto_encrypt
+// certificate is renewed on the same schedule as the services' leaves.
+func RenewAt(validAfter, validBefore, now time.Time) time.Time {
+	life := validBefore.Sub(validAfter)
+	at := validAfter.Add(time.Duration(float64(life) * (0.6 + 0.3*rand.Float64()))) //nolint:gosec // jitter to spread timers, not a secret
 	return maxTime(at, now.Add(minRenewDelay))
 }
 

@@ -1,0 +1,163 @@
+package integration
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/consul/api"
+
+	"github.com/trellis-mesh/trellis/integration/harness"
+	"github.com/trellis-mesh/trellis/structs"
+)
+
+// TestAutoEncrypt: two servers with mutual TLS on the server port
+// (verify_incoming, verify_outgoing, verify_server_hostname) and
+// auto_encrypt.allow_tls; a client with auto_encrypt.tls and only the CA
+// file gets its certificate from them, signed by the Connect CA, joins,
+// serves HTTPS with it, registers a service and reads it back. A client
+// without auto_encrypt and without a certificate is refused: the server
+// port answers its calls with permission denied and its service never
+// reaches the catalog.
+func TestAutoEncrypt(t *testing.T) {
+	ctx := scenarioContext(t)
+	pki, ports := newTestPKI(t, "pki"), newPorts(t)
+	srvCert, srvKey := pki.issue(t, "dc1-server-consul-0", "server.dc1.consul", time.Now(), 30)
+	serverConf := tlsConfig(pki.caFile, srvCert, srvKey)
+	serverConf["auto_encrypt"] = map[string]any{"allow_tls": true}
+	c := harness.StartCluster(t, harness.ClusterConfig{
+		Binary: requireBinary(t), Ports: ports, Servers: 2,
+		ServerArgs: configFile(t, "server-tls.json", serverConf),
+	})
+	leader := waitLeader(t, c, clusterStartTimeout)
+	// Gossip has told a new client nothing: it asks the server port of
+	// its retry_join hosts, which must be given when not the default.
+	_, serverPort, err := net.SplitHostPort(c.Servers()[0].ServerAddr())
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	httpsPort, err := ports.Port()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientConf := map[string]any{
+		"auto_encrypt": map[string]any{"tls": true},
+		"tls": map[string]any{
+			"defaults":     map[string]any{"ca_file": pki.caFile},
+			"internal_rpc": map[string]any{"verify_server_hostname": true},
+		},
+	}
+	client := c.AddClient(t, append(configFile(t, "client-ae.json", clientConf),
+		"-server-port", serverPort, "-http-port", "-1", "-https-port", strconv.Itoa(httpsPort))...)
+
+	// The client's HTTPS certificate is its auto_encrypt one: the Connect
+	// CA's roots verify it.
+	var roots structs.IndexedCARoots
+	eventually(t, 30*time.Second, "the Connect CA roots", func() error {
+		if err := harness.GetJSON(ctx, leader.HTTPAddr(), "/v1/connect/ca/roots", &roots); err != nil {
+			return err
+		}
+		if len(roots.Roots) == 0 {
+			return fmt.Errorf("no roots yet")
+		}
+		return nil
+	})
+	pool := x509.NewCertPool()
+	for _, r := range roots.Roots {
+		pool.AppendCertsFromPEM([]byte(r.RootCert))
+	}
+	httpsAddr := net.JoinHostPort(harness.Loopback, strconv.Itoa(httpsPort))
+	cfg := api.DefaultConfig()
+	cfg.Address, cfg.Scheme = httpsAddr, "https"
+	cfg.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS12}}
+	consul, err := api.NewClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitAPILeader(t, consul, leader, "the auto_encrypt client to reach the leader")
+	conn, err := tls.Dial("tcp", httpsAddr, &tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	peer := conn.ConnectionState().PeerCertificates[0]
+	_ = conn.Close()
+	wantURI := "spiffe://" + roots.TrustDomain + "/agent/client/dc/dc1/id/"
+	if len(peer.URIs) != 1 || !strings.HasPrefix(peer.URIs[0].String(), wantURI) {
+		t.Fatalf("HTTPS certificate URIs %v, want %s<node id>", peer.URIs, wantURI)
+	}
+
+	if err := consul.Agent().ServiceRegister(&api.AgentServiceRegistration{Name: "web", ID: "web-1", Port: 8080}); err != nil {
+		t.Fatalf("register through the auto_encrypt client: %v", err)
+	}
+	eventually(t, 30*time.Second, "the service in the catalog", func() error {
+		svcs, _, err := consul.Catalog().Service("web", "", nil)
+		if err != nil {
+			return err
+		}
+		if len(svcs) != 1 || svcs[0].Node != client.Node() || svcs[0].ServiceID != "web-1" {
+			return fmt.Errorf("catalog web = %+v", svcs)
+		}
+		return nil
+	})
+
+	t.Run("a client without auto_encrypt and without a certificate is refused", func(t *testing.T) {
+		bare := c.AddClient(t, configFile(t, "client-bare.json", map[string]any{
+			"tls": map[string]any{"defaults": map[string]any{"ca_file": pki.caFile, "verify_outgoing": true}},
+		})...)
+		// It gossips with the servers, so it tries its RPCs; the server
+		// port answers them with permission denied.
+		eventually(t, 30*time.Second, "the bare client to see the servers", func() error {
+			var members []map[string]any
+			if err := harness.GetJSON(ctx, bare.HTTPAddr(), "/v1/agent/members", &members); err != nil {
+				return err
+			}
+			if len(members) < 3 {
+				return fmt.Errorf("%d members", len(members))
+			}
+			return nil
+		})
+		// Its own registration never reaches the catalog (the leader
+		// lists the node itself from gossip, as Consul's does).
+		bareAPI, err := api.NewClient(&api.Config{Address: bare.HTTPAddr()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := bareAPI.Agent().ServiceRegister(&api.AgentServiceRegistration{Name: "bare", ID: "bare-1", Port: 8081}); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(3 * time.Second)
+		var leaderSeen string
+		if err := harness.GetJSON(ctx, bare.HTTPAddr(), "/v1/status/leader", &leaderSeen); err == nil && leaderSeen != "" {
+			t.Fatalf("the bare client read the leader %q through the servers", leaderSeen)
+		}
+		var svcs []map[string]any
+		if err := harness.GetJSON(ctx, leader.HTTPAddr(), "/v1/catalog/service/bare", &svcs); err != nil {
+			t.Fatal(err)
+		}
+		if len(svcs) != 0 {
+			t.Fatalf("the bare client's service reached the catalog: %v", svcs)
+		}
+	})
+}
+
+// waitAPILeader waits until the agent behind consul reports leader.
+func waitAPILeader(t *testing.T, consul *api.Client, leader *harness.Agent, what string) {
+	t.Helper()
+	eventually(t, 60*time.Second, what, func() error {
+		got, err := consul.Status().Leader()
+		if err != nil {
+			return err
+		}
+		if got != leader.ServerAddr() {
+			return fmt.Errorf("leader %q, want %q", got, leader.ServerAddr())
+		}
+		return nil
+	})
+}
