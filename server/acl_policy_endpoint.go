@@ -232,16 +232,19 @@ func decide(a *acl.Authorizer, q structs.ACLAuthorizationRequest) (acl.Decision,
 	read := map[string]func(string) acl.Decision{
 		"agent": a.AgentRead, "event": a.EventRead, "key": a.KeyRead, "node": a.NodeRead,
 		"query": a.QueryRead, "service": a.ServiceRead, "session": a.SessionRead,
+		"intention": a.IntentionRead, "identity": a.IdentityRead,
 	}
 	write := map[string]func(string) acl.Decision{
 		"agent": a.AgentWrite, "event": a.EventWrite, "key": a.KeyWrite, "node": a.NodeWrite,
 		"query": a.QueryWrite, "service": a.ServiceWrite, "session": a.SessionWrite,
+		"intention": a.IntentionWrite, "identity": a.IdentityWrite,
 	}
 	global := map[key]func() acl.Decision{
 		{"acl", "read"}: a.ACLRead, {"acl", "write"}: a.ACLWrite,
 		{"operator", "read"}: a.OperatorRead, {"operator", "write"}: a.OperatorWrite,
 		{"keyring", "read"}: a.KeyringRead, {"keyring", "write"}: a.KeyringWrite,
 		{"mesh", "read"}: a.MeshRead, {"mesh", "write"}: a.MeshWrite,
+		{"peering", "read"}: a.PeeringRead, {"peering", "write"}: a.PeeringWrite,
 	}
 	if f, ok := global[key{q.Resource, q.Access}]; ok {
 		return f(), nil

@@ -129,5 +129,6 @@ func (s *Server) endpointTable() map[string]endpoint {
 		structs.MethodInternalAssignManualServiceVIPs,
 		// Queuing the same report twice keeps the latest once.
 		structs.MethodCoordinateUpdate)
+	aclRules(t) // acl_rules.go
 	return t
 }

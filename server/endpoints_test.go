@@ -40,3 +40,18 @@ func TestEveryMethodHasOneHandler(t *testing.T) {
 		}
 	}
 }
+
+// TestEveryMethodHasAnACLRule: no method reaches a handler without having
+// declared what it asks of the caller's token (acl_rules.go).
+func TestEveryMethodHasAnACLRule(t *testing.T) {
+	table := (&Server{}).endpointTable()
+	for _, m := range structs.Methods() {
+		ep := table[m.Name()]
+		switch {
+		case ep.acl.kind == aclUndeclared:
+			t.Errorf("%s declares no ACL rule", m.Name())
+		case ep.acl.kind == aclChecked && ep.acl.authorize == nil && ep.acl.filter == nil:
+			t.Errorf("%s is checked but has neither a check nor a filter", m.Name())
+		}
+	}
+}

@@ -44,6 +44,8 @@ type endpoint struct {
 	// retrySafe writes may be sent again after an attempt whose outcome
 	// is unknown (see retrySafe).
 	retrySafe bool
+	// acl is what the endpoint asks of the caller's token (acl_rules.go).
+	acl aclRule
 }
 
 // handle registers the handler of method m: fn's types are m's, so that a
@@ -142,7 +144,7 @@ func (s *Server) RPC(ctx context.Context, method string, args, reply any) (err e
 		return structs.ErrNoDCPath
 	}
 	if local || ep.here {
-		return serve(ctx, ep, args, reply, filter)
+		return s.serve(ctx, ep, args, reply, filter)
 	}
 	return s.onLeader(ctx, method, args, reply, ep, filter)
 }
@@ -162,20 +164,29 @@ func compileFilter(method, expr string, ep endpoint, reply any) (*structs.Filter
 	return structs.CompileFilterFor(expr, fr.FilterElem())
 }
 
-// serve runs the endpoint here. With a filter, the endpoint gets a copy of
-// args without the expression (Health.ServiceNodes' query would apply it
-// too) and the filter applies once, to the reply it produced: after a
-// blocking query returned (it wakes when the unfiltered result's index
-// moves, as Consul's does) and on whichever server answered, so that
-// leader, stale and forwarded reads filter alike.
-func serve(ctx context.Context, ep endpoint, args, reply any, filter *structs.Filter) error {
-	if filter == nil || ep.selfFiltering {
-		return ep.fn(ctx, args, reply)
-	}
-	if err := ep.fn(ctx, ep.unfiltered(args), reply); err != nil {
+// serve runs the endpoint here, under its ACL rule: the caller's token
+// is checked before the handler runs and the reply filtered after. With a
+// filter, the endpoint gets a copy of args without the expression
+// (Health.ServiceNodes' query would apply it too) and the filter applies
+// once, to the reply it produced: after a blocking query returned (it
+// wakes when the unfiltered result's index moves, as Consul's does) and on
+// whichever server answered, so that leader, stale and forwarded reads
+// filter alike.
+func (s *Server) serve(ctx context.Context, ep endpoint, args, reply any, filter *structs.Filter) error {
+	e := enforcer{s: s}
+	authz, tok, err := e.before(ctx, ep.acl, args)
+	if err != nil {
 		return err
 	}
-	reply.(structs.Filterable).FilterResult(filter.Evaluate)
+	if filter == nil || ep.selfFiltering {
+		err = ep.fn(ctx, args, reply)
+	} else if err = ep.fn(ctx, ep.unfiltered(args), reply); err == nil {
+		reply.(structs.Filterable).FilterResult(filter.Evaluate)
+	}
+	if err != nil {
+		return err
+	}
+	e.after(ep.acl, authz, tok, args, reply)
 	return nil
 }
 
@@ -242,7 +253,7 @@ func (s *Server) attemptOnLeader(ctx context.Context, method string, args, reply
 				return err
 			}
 		}
-		return serve(withRequestID(ctx, requestIDOf(args)), ep, args, reply, filter)
+		return s.serve(withRequestID(ctx, requestIDOf(args)), ep, args, reply, filter)
 	}
 	leader := s.LeaderAddr()
 	if leader == "" || leader == s.cfg.Advertise.String() {

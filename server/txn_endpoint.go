@@ -72,7 +72,11 @@ func (s *Server) txnApply(ctx context.Context, args *structs.TxnRequest, reply *
 	if err := validateTxn(args.Ops); err != nil {
 		return err
 	}
-	if errs := txnPreCheck(args.Ops); len(errs) > 0 {
+	errs, err := s.txnACLErrors(ctx, args.Token, args.Ops)
+	if err != nil {
+		return err
+	}
+	if errs = append(errs, txnPreCheck(args.Ops)...); len(errs) > 0 {
 		reply.Errors = errs
 		return nil
 	}
@@ -94,6 +98,14 @@ func (s *Server) txnRead(ctx context.Context, args *structs.TxnReadRequest, repl
 		if op.IsWrite() {
 			return fmt.Errorf("operation %d: %q is a write; use a read-write transaction", i, op.Verb())
 		}
+	}
+	denied, err := s.txnACLErrors(ctx, args.Token, args.Ops)
+	if err != nil {
+		return err
+	}
+	if len(denied) > 0 {
+		reply.Errors = denied
+		return nil
 	}
 	return s.blockingQuery(ctx, &args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, st *state.Store) error {
 		idx, results, errs := st.TxnRO(ws, args.Ops)

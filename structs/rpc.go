@@ -38,6 +38,10 @@ type QueryMeta struct {
 	Index       uint64
 	LastContact time.Duration
 	KnownLeader bool
+	// ResultsFilteredByACLs says the server left out what the caller's
+	// token may not read (X-Consul-Results-Filtered-By-ACLs); never set
+	// for the anonymous token, as Consul.
+	ResultsFilteredByACLs bool
 }
 
 // Meta gives generic code the meta of any result that embeds QueryMeta.

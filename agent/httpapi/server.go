@@ -472,6 +472,10 @@ func setMeta(w http.ResponseWriter, m *structs.QueryMeta, q *structs.QueryOption
 		known = "true"
 	}
 	h.Set("X-Consul-KnownLeader", known)
+	if m.ResultsFilteredByACLs {
+		// Consul sends the header only when something was left out.
+		h.Set("X-Consul-Results-Filtered-By-ACLs", "true")
+	}
 	if q != nil {
 		h.Set("X-Consul-Effective-Consistency", consistencyLevel(q))
 	}
