@@ -92,7 +92,7 @@ func (a *Agent) autoEncryptSign(ctx context.Context, caller structs.Caller) erro
 // schedule, through the router (any server, over TLS with the current
 // certificate), retrying with backoff on failure.
 func (a *Agent) startAutoEncryptRenewal() {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.Background()) //nolint:gosec // cancelled by Shutdown through stopAutoEncrypt
 	a.stopAutoEncrypt = cancel
 	a.wg.Add(1)
 	go func() {
@@ -128,7 +128,7 @@ func (a *Agent) startAutoEncryptRenewal() {
 // certificates current (auto_encrypt.allow_tls): a blocking read of the
 // Connect CA roots hands every change to the TLS configuration.
 func (a *Agent) startConnectRootsWatch() {
-	ctx, cancel := context.WithCancel(context.Background())
+	ctx, cancel := context.WithCancel(context.Background()) //nolint:gosec // cancelled by Shutdown through stopRootsWatch
 	a.stopRootsWatch = cancel
 	a.wg.Add(1)
 	go func() {
