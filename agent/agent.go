@@ -27,6 +27,7 @@ import (
 	"github.com/trellis-mesh/trellis/agent/leafcert"
 	"github.com/trellis-mesh/trellis/agent/logmonitor"
 	"github.com/trellis-mesh/trellis/agent/router"
+	"github.com/trellis-mesh/trellis/agent/token"
 	"github.com/trellis-mesh/trellis/agent/userevent"
 	"github.com/trellis-mesh/trellis/agent/watches"
 	"github.com/trellis-mesh/trellis/gossip"
@@ -49,6 +50,11 @@ type Config struct {
 	// agent command, also runs it on SIGHUP. Nil answers the endpoint
 	// with 501.
 	Reload func() error
+	// EnableACLs switches the ACL system on with the config's acl block
+	// (default policy, initial management token, ...). Only tests set it:
+	// acl.enabled stays refused at start until every endpoint enforces
+	// ACLs, and then acl.enabled sets the same switch.
+	EnableACLs bool
 }
 
 // Agent is one running agent. Create it with New, then Start it.
@@ -59,6 +65,10 @@ type Agent struct {
 	// subscribers; closed first on shutdown so that streams end.
 	logs   *logmonitor.Hub
 	reload func() error
+	// acls is whether the ACL system is on (Config.EnableACLs or
+	// acl.enabled); tokens are the agent's own (agent/token).
+	acls   bool
+	tokens *token.Store
 
 	// tls builds every listener's and dialer's TLS configuration (tls.go).
 	tls *tlsutil.Configurator
@@ -126,7 +136,11 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	logs := newLogHub()
-	return &Agent{rc: cfg.Runtime, logger: slog.New(logs.Handler(cfg.Logger.Handler())), logs: logs, reload: cfg.Reload, metrics: newRegistry(metricsHostname()),
+	tokens, err := newTokenStore(cfg.Runtime)
+	if err != nil {
+		return nil, err
+	}
+	return &Agent{rc: cfg.Runtime, acls: cfg.EnableACLs || cfg.Runtime.ACL.Enabled, tokens: tokens, logger: slog.New(logs.Handler(cfg.Logger.Handler())), logs: logs, reload: cfg.Reload, metrics: newRegistry(metricsHostname()),
 		codec: structs.NewCodec(), events: userevent.NewBuffer(userevent.DefaultBufferSize),
 		// Made before gossip starts, whose events trigger passes; nothing
 		// reads it on a client agent, where it stays full.
@@ -272,6 +286,7 @@ func (a *Agent) startServer() error {
 		Metrics:        a.metrics,
 		// As Consul's -dev: coordinates show up within a report interval.
 		CoordinateUpdatePeriod: devDuration(rc.DevMode, 100*time.Millisecond),
+		ACLs:                   a.serverACLs(),
 	})
 	if err != nil {
 		_ = ln.Close()
@@ -386,6 +401,8 @@ func (a *Agent) startHTTP() error {
 		ConnectAuthorizer: authorizer,
 		EnableDebug:       rc.EnableDebug,
 		Host:              hostInfo{},
+		ACLsEnabled:       a.acls,
+		Tokens:            a.tokens,
 	})
 	if err != nil {
 		return err

@@ -167,7 +167,7 @@ func (l *localServices) applyConfig(defs *configDefinitions) error {
 		}
 	}
 	for i, def := range defs.services {
-		res, err := l.state.RegisterConfigService(def, def.Token)
+		res, err := l.state.RegisterConfigService(def, cmp.Or(def.Token, l.tokens.ConfigFileRegistrationToken()))
 		if err == nil {
 			err = l.startRunnersLocked(res)
 		}
@@ -177,7 +177,7 @@ func (l *localServices) applyConfig(defs *configDefinitions) error {
 		l.configServices[res.Service.ID] = true
 	}
 	for i, def := range defs.checks {
-		cs, err := l.state.RegisterConfigCheck(def, def.Token)
+		cs, err := l.state.RegisterConfigCheck(def, cmp.Or(def.Token, l.tokens.ConfigFileRegistrationToken()))
 		if err == nil && cs.Type != nil {
 			err = l.checks.Add(cs.Check.CheckID, cs.Type, cs.Check.ServiceID)
 		}

@@ -22,6 +22,7 @@ func (a *Agent) startConnect() (*leafcert.Manager, error) {
 		RPC:        a,
 		Datacenter: a.rc.Datacenter,
 		Logger:     a.logger.With("component", "leafcert"),
+		Token:      a.tokens.AgentToken,
 	})
 	if err != nil {
 		return nil, err

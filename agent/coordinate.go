@@ -69,7 +69,7 @@ func (a *Agent) sendCoordinate(ctx context.Context) {
 	req := structs.CoordinateUpdateRequest{
 		Node:         a.rc.NodeName,
 		Coord:        c,
-		WriteRequest: structs.WriteRequest{Datacenter: a.rc.Datacenter},
+		WriteRequest: structs.WriteRequest{Datacenter: a.rc.Datacenter, Token: a.tokens.AgentToken()},
 	}
 	rctx, cancel := context.WithTimeout(ctx, coordinateUpdateTimeout)
 	defer cancel()

@@ -14,6 +14,7 @@ import (
 	"github.com/trellis-mesh/trellis/agent/config"
 	"github.com/trellis-mesh/trellis/agent/httpapi"
 	"github.com/trellis-mesh/trellis/agent/local"
+	"github.com/trellis-mesh/trellis/agent/token"
 	"github.com/trellis-mesh/trellis/structs"
 	"github.com/trellis-mesh/trellis/version"
 )
@@ -32,6 +33,9 @@ type localServices struct {
 	state  *local.State
 	checks *checks.Manager
 	syncer *local.Syncer
+	// tokens registers config-file services without a token of their own
+	// (config_services.go).
+	tokens *token.Store
 
 	// regMu serialises registrations so that the runners started for one
 	// registration match the state it left.
@@ -113,12 +117,13 @@ func (a *Agent) startLocal() error {
 		Logger:      a.logger.With("component", "anti-entropy"),
 		Interval:    rc.AEInterval,
 		ClusterSize: func() int { return len(a.members.Members()) },
+		Tokens:      a.tokens,
 	})
 	if err != nil {
 		mgr.Stop()
 		return err
 	}
-	ls := &localServices{logger: a.logger, state: st, checks: mgr, syncer: syncer,
+	ls := &localServices{logger: a.logger, state: st, checks: mgr, syncer: syncer, tokens: a.tokens,
 		configServices: map[string]bool{}, configChecks: map[string]bool{}}
 	// Checks loaded from the data dir run again from the start.
 	for id, cs := range st.CheckStates() {

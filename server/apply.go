@@ -23,7 +23,7 @@ const applyTimeout = 30 * time.Second
 // housekeeping) and returns the FSM's response; an error the FSM returned
 // comes back as the error. Client writes go through raftApplyWrite.
 func (s *Server) raftApply(t structs.MessageType, msg any) (any, error) {
-	buf, err := s.codec.EncodeCommand(t, msg)
+	buf, err := s.encodeCommand(t, msg)
 	if err != nil {
 		return nil, err
 	}
@@ -42,7 +42,7 @@ func (s *Server) raftApplyWrite(ctx context.Context, t structs.MessageType, msg 
 	if rc == nil {
 		return s.raftApply(t, msg)
 	}
-	inner, err := s.codec.EncodeCommand(t, msg)
+	inner, err := s.encodeCommand(t, msg)
 	if err != nil {
 		return nil, err
 	}
@@ -57,6 +57,20 @@ func (s *Server) raftApplyWrite(ctx context.Context, t structs.MessageType, msg 
 		return nil, err
 	}
 	return s.applyEncoded(buf)
+}
+
+// encodeCommand encodes a Raft command without its caller's token. The
+// codec leaves tagged tokens out by itself, but a type that encodes itself
+// (structs.ConfigEntryRequest) carries its token for the internal RPC, so
+// the token is cleared for the log, where no secret may stay.
+func (s *Server) encodeCommand(t structs.MessageType, msg any) ([]byte, error) {
+	if w, ok := msg.(interface{ WriteOpts() *structs.WriteRequest }); ok && w.WriteOpts().Token != "" {
+		wr := w.WriteOpts()
+		tok := wr.Token
+		wr.Token = ""
+		defer func() { wr.Token = tok }()
+	}
+	return s.codec.EncodeCommand(t, msg)
 }
 
 func (s *Server) applyEncoded(buf []byte) (any, error) {

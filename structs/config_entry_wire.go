@@ -2,7 +2,9 @@ package structs
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
 
 	"github.com/hashicorp/go-msgpack/v2/codec"
 )
@@ -35,8 +37,12 @@ func (e *ConfigEntryEnvelope) UnmarshalBinary(b []byte) error {
 	})
 }
 
-// MarshalBinary implements encoding.BinaryMarshaler. The token is not
-// encoded, as for every other write (WriteRequest.Token never crosses RPC).
+// MarshalBinary implements encoding.BinaryMarshaler. The caller's token,
+// which the inner codec leaves out of WriteRequest, follows as a last
+// value when set, so that it crosses the internal RPC as every other
+// write's does; the server clears it before the request becomes a Raft
+// command (server.encodeCommand). Encodings without it (older Raft
+// entries) still decode.
 func (r *ConfigEntryRequest) MarshalBinary() ([]byte, error) {
 	return encodeWire(func(enc *codec.Encoder) error {
 		if err := enc.Encode(r.Op); err != nil {
@@ -45,7 +51,10 @@ func (r *ConfigEntryRequest) MarshalBinary() ([]byte, error) {
 		if err := encodeEntry(enc, r.Entry); err != nil {
 			return err
 		}
-		return enc.Encode(&r.WriteRequest)
+		if err := enc.Encode(&r.WriteRequest); err != nil || r.Token == "" {
+			return err
+		}
+		return enc.Encode(r.Token)
 	})
 }
 
@@ -59,7 +68,13 @@ func (r *ConfigEntryRequest) UnmarshalBinary(b []byte) error {
 		if r.Entry, err = decodeEntry(dec); err != nil {
 			return err
 		}
-		return dec.Decode(&r.WriteRequest)
+		if err := dec.Decode(&r.WriteRequest); err != nil {
+			return err
+		}
+		if err := dec.Decode(&r.Token); err != nil && !errors.Is(err, io.EOF) {
+			return err
+		}
+		return nil
 	})
 }
 

@@ -78,14 +78,9 @@ func build(s *source, dev bool, opts LoadOptions) (*RuntimeConfig, []string, err
 	if rc.XDSUpdateMaxPerSecond < 0 {
 		p.add("xds.update_max_per_second must not be negative")
 	}
-	switch policy := strings.ToLower(deref(s.ACL.DefaultPolicy)); policy {
-	case "", "allow":
-		rc.IntentionDefaultPolicy = "allow"
-	case "deny":
-		rc.IntentionDefaultPolicy = "deny"
-	default:
-		p.add("acl.default_policy must be \"allow\" or \"deny\", not %q", policy)
-	}
+	rc.ACL = buildACL(s.ACL, &p) // acl.go
+	// Consul: intentions default to the ACL default policy.
+	rc.IntentionDefaultPolicy = rc.ACL.DefaultPolicy
 
 	// Identity.
 	rc.NodeName = strings.TrimSpace(deref(s.NodeName))

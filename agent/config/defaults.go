@@ -84,6 +84,7 @@ func defaultSource() *source {
 		Performance:               performanceSource{RaftMultiplier: ptr(DefaultRaftMultiplier)},
 		XDS:                       xdsSource{UpdateMaxPerSecond: ptr(DefaultXDSUpdateMaxPerSecond)},
 		Autopilot:                 defaultAutopilotSource(),
+		ACL:                       defaultACLSource(),
 		Limits: limitsSource{
 			KVMaxValueSize: ptr(uint64(DefaultKVMaxValueSize)),
 			TxnMaxReqLen:   ptr(uint64(DefaultTxnMaxReqLen)),

@@ -86,6 +86,11 @@ func Load(opts LoadOptions) (*RuntimeConfig, []string, error) {
 	if fv.dev {
 		merge(merged, devSource())
 	}
+	for _, list := range [][]fileSource{files, fragments} {
+		for i := range list {
+			warnings = append(warnings, foldDeprecatedACL(list[i].path, &list[i].src)...)
+		}
+	}
 	// The flags sit between the files and the -hcl fragments.
 	layers := append(append(append([]*source(nil), sourcesOf(files)...), &fv.src), sourcesOf(fragments)...)
 	reports := append(append([]fileSource(nil), files...), fragments...)

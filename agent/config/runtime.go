@@ -99,6 +99,9 @@ type RuntimeConfig struct {
 	// (default allow).
 	IntentionDefaultPolicy string
 
+	// ACL is the acl block (acl.go).
+	ACL ACL
+
 	// TLS holds the tls block's settings per protocol; tlsutil reads the
 	// files and builds the listeners' and dialers' configurations.
 	TLS TLS

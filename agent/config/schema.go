@@ -238,18 +238,23 @@ func consulKeys() *keyNode {
 		"license_update_base_time": noop(), "license_update_max_time": noop(),
 
 		"acl": object(with(ignoredAll(
-			"enable_token_replication", "policy_ttl", "role_ttl", "token_ttl",
-			"down_policy", "enable_key_list_policy",
-			"enable_token_persistence", "msp_disable_bootstrap",
+			// Consul's managed-service-provider hooks (HCP).
+			"msp_disable_bootstrap",
 		), map[string]*keyNode{
-			"enabled": refused("ACLs"),
-			// Honoured for intentions only: Trellis has no ACLs yet.
-			"default_policy": honoured(),
-			"tokens": object(ignoredAll(
-				"initial_management", "replication", "agent_recovery", "default", "agent",
-				"config_file_service_registration", "managed_service_provider",
-				"master", "agent_master",
-			)),
+			// Refused until every endpoint enforces ACLs (acl.go): the
+			// rest of the block is read and handed to the servers and
+			// the agent.
+			"enabled":        refused("ACLs"),
+			"default_policy": honoured(), "down_policy": honoured(),
+			"enable_token_persistence": honoured(), "enable_token_replication": honoured(),
+			"enable_key_list_policy": honoured(),
+			"token_ttl":              honoured(), "policy_ttl": honoured(), "role_ttl": honoured(),
+			"tokens": object(with(ignoredAll("managed_service_provider"), map[string]*keyNode{
+				"initial_management": honoured(), "agent": honoured(), "agent_recovery": honoured(),
+				"default": honoured(), "replication": honoured(),
+				"config_file_service_registration": honoured(),
+				"master":                           honoured(), "agent_master": honoured(),
+			})),
 		})),
 		"autopilot": object(with(ignoredAll(
 			// Consul Enterprise's.
@@ -313,9 +318,6 @@ func consulKeys() *keyNode {
 		"audit", "read_replica", "non_voting_server", "segment", "segments", "partition",
 		"reporting",
 		// Deprecated top-level keys (upstream deprecated.go).
-		"acl_agent_master_token", "acl_agent_token", "acl_token", "acl_enable_key_list_policy",
-		"acl_master_token", "acl_replication_token", "enable_acl_replication",
-		"acl_default_policy", "acl_down_policy", "acl_ttl",
 		"tls_prefer_server_cipher_suites",
 		"start_join_wan", "raft_boltdb",
 	))
@@ -323,6 +325,14 @@ func consulKeys() *keyNode {
 	// Settings that ask for protection Trellis does not provide yet: refused
 	// when they ask for it, so that a production config never runs open.
 	with(top, refusedAll("gossip address restrictions", "serf_lan_allowed_cidrs", "serf_wan_allowed_cidrs"))
+	// The deprecated top-level ACL keys, folded into the acl block.
+	for _, k := range []string{
+		"acl_agent_master_token", "acl_agent_token", "acl_token", "acl_enable_key_list_policy",
+		"acl_master_token", "acl_replication_token", "enable_acl_replication",
+		"acl_default_policy", "acl_down_policy", "acl_ttl",
+	} {
+		top[k] = honoured()
+	}
 	// Legacy ACLs were switched on by naming the ACL datacenter.
 	with(top, refusedAll("ACLs", "acl_datacenter"))
 	// The deprecated top-level forms of the tls block.

@@ -58,6 +58,9 @@ type source struct {
 	// verify_incoming, ...), inline as Consul reads them.
 	deprecatedTLSSource
 	ACL aclSource `json:"acl"`
+	// The deprecated top-level ACL keys (acl_master_token, ...), folded
+	// into ACL per layer (acl.go).
+	deprecatedACLSource
 	XDS xdsSource `json:"xds"`
 	// Autopilot is the autopilot block (autopilot.go).
 	Autopilot autopilotSource `json:"autopilot"`
@@ -155,12 +158,6 @@ type limitsSource struct {
 // xdsSource is Consul's xds block.
 type xdsSource struct {
 	UpdateMaxPerSecond *float64 `json:"update_max_per_second"`
-}
-
-// aclSource holds the one ACL key Trellis honours: default_policy, which
-// (as in Consul) is also the default of intentions.
-type aclSource struct {
-	DefaultPolicy *string `json:"default_policy"`
 }
 
 type connectSource struct {

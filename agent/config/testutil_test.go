@@ -237,11 +237,14 @@ func TestLoadTestutilConfig(t *testing.T) {
 				c.Segments = []tuSegment{{Name: "alpha", Bind: "127.0.0.1", Port: 1}}
 				c.Audit = &tuAudit{Enabled: true}
 			},
-			ignored: []string{"acl.tokens.master", "audit",
-				"peering.enabled", "segments"},
+			ignored: []string{"audit", "peering.enabled", "segments"},
 			checks: []check{func(t *testing.T, rc *RuntimeConfig, _ []string) {
 				if rc.Datacenter != "dc2" || rc.NodeMeta["rack"] != "r1" {
 					t.Errorf("dc=%q meta=%v", rc.Datacenter, rc.NodeMeta)
+				}
+				// sdk/testutil writes the deprecated acl.tokens.master.
+				if rc.ACL.Tokens.InitialManagement != "root" || rc.ACL.DefaultPolicy != "deny" {
+					t.Errorf("ACL = %+v", rc.ACL)
 				}
 			}},
 		},

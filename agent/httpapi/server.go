@@ -79,6 +79,12 @@ type Config struct {
 	Host HostInfo
 	// EnableDebug serves /debug/pprof/ (debug.go), Consul's enable_debug.
 	EnableDebug bool
+	// ACLsEnabled says the cluster runs with ACLs: PUT /v1/agent/token
+	// answers 401 without it, as Consul does.
+	ACLsEnabled bool
+	// Tokens is the agent's token store (agent_token.go); nil answers
+	// /v1/agent/token with 401 and adds no default token.
+	Tokens AgentTokens
 }
 
 // ErrInvalidConfig is returned by New when a required Config field is
@@ -112,6 +118,8 @@ type Server struct {
 	cache       Cache
 	enableDebug bool
 	host        HostInfo
+	aclsEnabled bool
+	tokens      AgentTokens
 	handler     http.Handler
 }
 
@@ -148,6 +156,8 @@ func New(cfg Config) (*Server, error) {
 		cache:       cfg.Cache,
 		enableDebug: cfg.EnableDebug,
 		host:        cfg.Host,
+		aclsEnabled: cfg.ACLsEnabled,
+		tokens:      cfg.Tokens,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -161,7 +171,7 @@ func New(cfg Config) (*Server, error) {
 
 // ServeHTTP serves one request.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	s.handler.ServeHTTP(w, r)
+	s.handler.ServeHTTP(w, s.withDefaultToken(r))
 }
 
 // routes registers every endpoint with the methods Consul allows on it.
@@ -272,7 +282,8 @@ func (s *Server) routes() *http.ServeMux {
 
 	handle("/v1/internal/service-virtual-ip", put, s.internalServiceVirtualIP) // internal.go
 
-	// ACLs (acl.go, acl_policy.go).
+	// ACLs (acl.go, acl_policy.go) and the agent's tokens (agent_token.go).
+	handle("/v1/agent/token/", put, s.agentToken)
 	gpd := []string{http.MethodGet, http.MethodPut, http.MethodDelete}
 	handle("/v1/acl/bootstrap", put, s.aclBootstrap)
 	handle("/v1/acl/token", put, s.aclTokenCreate)

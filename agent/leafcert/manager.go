@@ -91,6 +91,9 @@ type Config struct {
 	Datacenter string
 	// Logger defaults to discarding.
 	Logger *slog.Logger
+	// Token gives the ACL token sent with signing requests (the agent's
+	// token); nil sends none.
+	Token func() string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 
@@ -397,7 +400,7 @@ func (m *Manager) fetch(e *entry) error {
 	defer cancel()
 	var reply structs.IssuedCert
 	err = structs.MethodConnectCASign.Call(ctx, m.cfg.RPC, &structs.CASignRequest{
-		CSR: csrPEM, WriteRequest: structs.WriteRequest{Datacenter: m.cfg.Datacenter},
+		CSR: csrPEM, WriteRequest: structs.WriteRequest{Datacenter: m.cfg.Datacenter, Token: m.token()},
 	}, &reply)
 	if err != nil {
 		m.setError(e, err)
@@ -548,4 +551,12 @@ func maxTime(a, b time.Time) time.Time {
 		return a
 	}
 	return b
+}
+
+// token is the token of signing requests ("" without Config.Token).
+func (m *Manager) token() string {
+	if m.cfg.Token == nil {
+		return ""
+	}
+	return m.cfg.Token()
 }

@@ -57,6 +57,17 @@ type SyncerConfig struct {
 	ServerUpStagger time.Duration
 	// RPCTimeout bounds each RPC.
 	RPCTimeout time.Duration
+	// Tokens gives the ACL tokens of the syncer's requests, as Consul
+	// sends them: the agent token for the node's own record and the reads
+	// of a full sync, a service's or check's registration token for it,
+	// the default token when that is empty. Nil sends none.
+	Tokens Tokens
+}
+
+// Tokens are the agent's tokens the syncer sends (agent/token.Store).
+type Tokens interface {
+	AgentToken() string
+	UserToken() string
 }
 
 // Syncer is the anti-entropy loop of one agent. It pushes every local
@@ -299,7 +310,7 @@ func (sy *Syncer) SyncFull(ctx context.Context) error {
 	sy.roundMu.Lock()
 	defer sy.roundMu.Unlock()
 	cfg := sy.state.cfg
-	q := structs.QueryOptions{Datacenter: cfg.Datacenter, AllowStale: true}
+	q := structs.QueryOptions{Datacenter: cfg.Datacenter, AllowStale: true, Token: sy.agentToken()}
 	var services structs.IndexedNodeServices
 	if err := syncCall(ctx, sy, structs.MethodCatalogNodeServices, &structs.NodeSpecificRequest{Node: cfg.NodeName, QueryOptions: q}, &services); err != nil {
 		return fmt.Errorf("read catalog services of node: %w", err)
@@ -356,7 +367,7 @@ func (sy *Syncer) syncChanges(ctx context.Context) error {
 		return fatal(ctx, err)
 	}
 	dereg := func(d deregItem, svc bool) error {
-		req := &structs.DeregisterRequest{Node: cfg.NodeName, WriteRequest: structs.WriteRequest{Datacenter: cfg.Datacenter, Token: d.token}}
+		req := &structs.DeregisterRequest{Node: cfg.NodeName, WriteRequest: structs.WriteRequest{Datacenter: cfg.Datacenter, Token: sy.itemToken(d.token)}}
 		if svc {
 			req.ServiceID = d.id
 		} else {
@@ -386,7 +397,7 @@ func (sy *Syncer) syncChanges(ctx context.Context) error {
 	// so that the leader batches them into shared Raft appends instead of
 	// paying one round trip per service.
 	if forEachConcurrently(ctx, p.regServices, func(item serviceItem) bool {
-		req := sy.registerRequest(p.nodeInSync, item.token)
+		req := sy.registerRequest(p.nodeInSync, sy.itemToken(item.token))
 		req.Service = item.svc
 		for _, c := range item.checks {
 			req.Checks = append(req.Checks, c.check)
@@ -411,7 +422,7 @@ func (sy *Syncer) syncChanges(ctx context.Context) error {
 		}
 	}
 	for _, item := range p.regChecks {
-		req := sy.registerRequest(p.nodeInSync, item.token)
+		req := sy.registerRequest(p.nodeInSync, sy.itemToken(item.token))
 		req.Service = item.svc
 		req.Check = item.check
 		err := syncCall(ctx, sy, structs.MethodCatalogRegister, req, &struct{}{})
@@ -426,7 +437,7 @@ func (sy *Syncer) syncChanges(ctx context.Context) error {
 	// The node record rode along with any registration above; send it
 	// alone when nothing else went.
 	if !sy.state.isNodeInSync() {
-		req := sy.registerRequest(false, "")
+		req := sy.registerRequest(false, sy.agentToken())
 		if err := syncCall(ctx, sy, structs.MethodCatalogRegister, req, &struct{}{}); err == nil {
 			sy.state.nodeRegistered()
 			sy.logger.Info("synced node info")
@@ -453,6 +464,23 @@ func (sy *Syncer) registerRequest(nodeInSync bool, token string) *structs.Regist
 		SkipNodeUpdate:  nodeInSync,
 		WriteRequest:    structs.WriteRequest{Datacenter: cfg.Datacenter, Token: token},
 	}
+}
+
+// agentToken is the token of the node's own requests.
+func (sy *Syncer) agentToken() string {
+	if sy.cfg.Tokens == nil {
+		return ""
+	}
+	return sy.cfg.Tokens.AgentToken()
+}
+
+// itemToken is the token a service or check was registered with, or the
+// default token when it had none (Consul's fallback).
+func (sy *Syncer) itemToken(registered string) string {
+	if registered != "" || sy.cfg.Tokens == nil {
+		return registered
+	}
+	return sy.cfg.Tokens.UserToken()
 }
 
 // syncConcurrency bounds the registrations one sync round has in flight.
