@@ -54,7 +54,7 @@ func putToken(t *testing.T, base, kind, secret, body string) (int, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
+	defer func() { _ = resp.Body.Close() }()
 	b, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(b)
 }
@@ -141,7 +141,7 @@ func TestAgentTokenEndpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	b, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
+	_ = resp.Body.Close()
 	if resp.StatusCode != 200 || !strings.Contains(string(b), rootToken) {
 		t.Fatalf("self with the default token: %d %s", resp.StatusCode, b)
 	}
