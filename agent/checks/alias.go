@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/trellis-mesh/trellis/structs"
@@ -103,7 +105,7 @@ func (c *AliasCheck) runLocal(ctx context.Context) {
 	refresh := time.NewTimer(aliasRefresh)
 	defer refresh.Stop()
 	for {
-		c.process(ctx, c.source.Checks(), func(context.Context) bool {
+		c.process(ctx, c.localChecks(), func(context.Context) bool {
 			return c.source.ServiceExists(c.serviceID)
 		})
 		refresh.Reset(aliasRefresh)
@@ -114,6 +116,17 @@ func (c *AliasCheck) runLocal(ctx context.Context) {
 		case <-refresh.C:
 		}
 	}
+}
+
+// localChecks is what a local alias follows: the aliased service's checks
+// and the node checks, in check ID order as the catalog lists them. Only
+// those two are read, so that a check result among thousands of local
+// services costs its own alias checks that much, not a copy of every
+// check of the agent.
+func (c *AliasCheck) localChecks() structs.HealthChecks {
+	out := append(c.source.ChecksForService(c.serviceID), c.source.ChecksForService("")...)
+	slices.SortFunc(out, func(a, b *structs.HealthCheck) int { return strings.Compare(a.CheckID, b.CheckID) })
+	return out
 }
 
 func (c *AliasCheck) runQuery(ctx context.Context) {

@@ -43,11 +43,14 @@ func (s *localState) RemoveAliasCheck(checkID, serviceID string) {
 	delete(s.aliases[serviceID], checkID)
 }
 
-func (s *localState) Checks() structs.HealthChecks {
+func (s *localState) ChecksForService(serviceID string) structs.HealthChecks {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make(structs.HealthChecks, 0, len(s.checks))
 	for _, c := range s.checks {
+		if c.ServiceID != serviceID {
+			continue
+		}
 		cp := *c
 		out = append(out, &cp)
 	}

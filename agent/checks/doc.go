@@ -82,8 +82,9 @@ type Notifier interface {
 //     status or output. Node-level check changes may notify too; if they
 //     do not, the alias check still picks them up on its periodic refresh
 //     (once a minute, as Consul);
-//   - return from Checks the current state of every check registered on
-//     this agent, node-level ones included (the caller only reads them);
+//   - return from ChecksForService the current state of the checks of
+//     one service registered on this agent, and for "" the node-level
+//     checks (the caller only reads them);
 //   - answer ServiceExists for a service ID registered on this agent.
 //
 // None of these methods may block on the alias check itself (they are
@@ -91,7 +92,7 @@ type Notifier interface {
 type AliasSource interface {
 	AddAliasCheck(checkID, serviceID string, notify chan<- struct{})
 	RemoveAliasCheck(checkID, serviceID string)
-	Checks() structs.HealthChecks
+	ChecksForService(serviceID string) structs.HealthChecks
 	ServiceExists(serviceID string) bool
 }
 

@@ -53,18 +53,12 @@ func (p *syncPlan) empty() bool {
 }
 
 // syncPlan promotes deferred output changes that are due and returns what
-// is out of sync.
+// is out of sync. It walks the dirty sets only, so a round costs what
+// changed, not every local entry.
 func (s *State) syncPlan() *syncPlan {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	now := s.now()
-	for _, c := range s.checks {
-		if !c.deleted && !c.outputDue.IsZero() && !now.Before(c.outputDue) {
-			c.outputDue = time.Time{}
-			c.inSync = false
-			c.version++
-		}
-	}
+	s.promoteDueOutputsLocked(s.now())
 
 	p := &syncPlan{nodeInSync: s.nodeInSync}
 	riding := make(map[string]bool)
@@ -73,13 +67,13 @@ func (s *State) syncPlan() *syncPlan {
 	// each out-of-sync service's checks among all checks made a burst of
 	// N registrations cost N x checks.
 	pendingChecks := make(map[string][]string)
-	for cid, c := range s.checks {
-		if !c.deleted && !c.inSync && c.check.ServiceID != "" {
+	for cid := range s.ix.dirtyChecks {
+		if c := s.checks[cid]; !c.deleted && !c.inSync && c.check.ServiceID != "" {
 			pendingChecks[c.check.ServiceID] = append(pendingChecks[c.check.ServiceID], cid)
 		}
 	}
-	for id, e := range s.services {
-		switch {
+	for id := range s.ix.dirtyServices {
+		switch e := s.services[id]; {
 		case e.deleted:
 			p.deregServices = append(p.deregServices, deregItem{id: id, token: e.token, version: e.version})
 			dereg[id] = true
@@ -95,8 +89,8 @@ func (s *State) syncPlan() *syncPlan {
 			p.regServices = append(p.regServices, item)
 		}
 	}
-	for id, c := range s.checks {
-		switch {
+	for id := range s.ix.dirtyChecks {
+		switch c := s.checks[id]; {
 		case c.deleted:
 			// Deregistering a service removes its checks in the catalog.
 			if !dereg[c.check.ServiceID] {
@@ -134,9 +128,11 @@ func (s *State) serviceDeregistered(d deregItem) {
 		return
 	}
 	delete(s.services, d.id)
-	for cid, c := range s.checks {
-		if c.deleted && c.check.ServiceID == d.id {
+	s.reindexServiceLocked(d.id)
+	for cid, c := range s.serviceChecksLocked(d.id) {
+		if c.deleted {
 			delete(s.checks, cid)
+			s.reindexCheckLocked(cid)
 		}
 	}
 }
@@ -146,6 +142,7 @@ func (s *State) checkDeregistered(d deregItem) {
 	defer s.mu.Unlock()
 	if c := s.checks[d.id]; c != nil && c.deleted && c.version == d.version {
 		delete(s.checks, d.id)
+		s.reindexCheckLocked(d.id)
 	}
 }
 
@@ -157,6 +154,7 @@ func (s *State) serviceRegistered(item serviceItem, nodeSent bool) {
 	defer s.mu.Unlock()
 	if e := s.services[item.svc.ID]; e != nil && !e.deleted && e.version == item.version {
 		e.inSync = true
+		s.reindexServiceLocked(item.svc.ID)
 	}
 	for _, ci := range item.checks {
 		s.checkSyncedLocked(ci)
@@ -181,6 +179,7 @@ func (s *State) checkSyncedLocked(item checkItem) {
 		return
 	}
 	c.inSync = true
+	s.reindexCheckLocked(item.check.CheckID)
 	// The output we sent is the latest: nothing deferred is left. An
 	// output that changed meanwhile stays deferred.
 	if c.check.Output == item.check.Output {
@@ -202,15 +201,12 @@ func (s *State) isNodeInSync() bool {
 
 // nextOutputDue is the earliest deferred output sync, zero when none.
 func (s *State) nextOutputDue() time.Time {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	var next time.Time
-	for _, c := range s.checks {
-		if !c.deleted && !c.outputDue.IsZero() && (next.IsZero() || c.outputDue.Before(next)) {
-			next = c.outputDue
-		}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c, ok := s.nextDueLocked(); ok {
+		return c.outputDue
 	}
-	return next
+	return time.Time{}
 }
 
 // markDrift compares the catalog's view of this node with the local state
@@ -255,8 +251,8 @@ func (s *State) markDrift(remote *structs.NodeServices, remoteChecks structs.Hea
 				if e.svc.Tags == nil {
 					e.svc.Tags = []string{}
 				}
-				for _, c := range s.checks {
-					if !c.deleted && c.check.ServiceID == id {
+				for _, c := range s.serviceChecksLocked(id) {
+					if !c.deleted {
 						c.check.ServiceTags = slices.Clone(e.svc.Tags)
 					}
 				}
@@ -296,4 +292,6 @@ func (s *State) markDrift(remote *structs.NodeServices, remoteChecks structs.Hea
 		}
 		s.checks[id] = &checkEntry{check: rc.Clone(), deleted: true, version: 1}
 	}
+	// A full sync touches every entry: file them all again.
+	s.rebuildIndexesLocked()
 }

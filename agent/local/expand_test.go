@@ -222,7 +222,7 @@ func TestValidateServiceDefinition(t *testing.T) {
 }
 
 func expandOpts(local map[string]*structs.NodeService) ExpandOptions {
-	return ExpandOptions{NodeName: "node1", SidecarMinPort: DefaultSidecarMinPort, SidecarMaxPort: DefaultSidecarMaxPort, LocalServices: local}
+	return ExpandOptions{NodeName: "node1", SidecarMinPort: DefaultSidecarMinPort, SidecarMaxPort: DefaultSidecarMaxPort, LocalServices: ServiceMap(local)}
 }
 
 func TestExpandServiceDefaults(t *testing.T) {
@@ -536,14 +536,14 @@ func TestExpandSidecarPortErrors(t *testing.T) {
 		{
 			name:    "range exhausted",
 			def:     withSidecar(0),
-			opts:    ExpandOptions{SidecarMinPort: 21000, SidecarMaxPort: 21000, LocalServices: map[string]*structs.NodeService{"x": {ID: "x", Port: 21000}}},
+			opts:    ExpandOptions{SidecarMinPort: 21000, SidecarMaxPort: 21000, LocalServices: ServiceMap{"x": {ID: "x", Port: 21000}}},
 			wantErr: ErrNoSidecarPort,
 		},
 		{name: "auto-assignment disabled", def: withSidecar(0), opts: ExpandOptions{SidecarMinPort: -1, SidecarMaxPort: -1}, wantErr: ErrNoSidecarPort},
 		{
 			name:      "explicit port used by another local service",
 			def:       withSidecar(21500),
-			opts:      ExpandOptions{SidecarMinPort: 21000, SidecarMaxPort: 21255, LocalServices: map[string]*structs.NodeService{"api-sidecar-proxy": {ID: "api-sidecar-proxy", Port: 21500}}},
+			opts:      ExpandOptions{SidecarMinPort: 21000, SidecarMaxPort: 21255, LocalServices: ServiceMap{"api-sidecar-proxy": {ID: "api-sidecar-proxy", Port: 21500}}},
 			wantErr:   ErrInvalid,
 			wantField: "Connect.SidecarService.Port",
 		},

@@ -279,6 +279,7 @@ func (s *State) Load() error {
 		}
 		svc.LocallyRegisteredAsSidecar = p.LocallyRegisteredAsSidecar
 		s.services[svc.ID] = &serviceEntry{svc: svc, token: p.Token, version: 1}
+		s.reindexServiceLocked(svc.ID)
 		s.serviceChangedLocked(svc.ID)
 	}
 	now := s.now()
@@ -313,6 +314,7 @@ func (s *State) Load() error {
 			c.criticalSince = now
 		}
 		s.checks[h.CheckID] = c
+		s.reindexCheckLocked(h.CheckID)
 		s.aliasLocked(h.ServiceID)
 	}
 	s.broadcastLocked()

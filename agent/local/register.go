@@ -88,7 +88,7 @@ func (s *State) expandOptionsLocked() ExpandOptions {
 		NodeName:       s.cfg.NodeName,
 		SidecarMinPort: s.cfg.SidecarMinPort,
 		SidecarMaxPort: s.cfg.SidecarMaxPort,
-		LocalServices:  s.liveServicesLocked(),
+		LocalServices:  lockedServices{s},
 	}
 }
 
@@ -155,8 +155,8 @@ func (s *State) planAddLocked(svc *structs.NodeService, checks []LocalCheck, tok
 		keep[h.CheckID] = true
 		p.checks = append(p.checks, c)
 	}
-	for id, c := range s.checks {
-		if c.deleted || c.check.ServiceID != svc.ID || keep[id] {
+	for id, c := range s.serviceChecksLocked(svc.ID) {
+		if c.deleted || keep[id] {
 			continue
 		}
 		if replace {
@@ -215,12 +215,14 @@ func (s *State) commitAddLocked(p *addPlan) {
 		e.version = old.version + 1
 	}
 	s.services[id] = e
+	s.reindexServiceLocked(id)
 	for _, c := range p.checks {
 		old := s.checks[c.check.CheckID]
 		if old != nil {
 			c.version = old.version + 1
 		}
 		s.checks[c.check.CheckID] = c
+		s.reindexCheckLocked(c.check.CheckID)
 		if old != nil && !old.deleted && old.check.ServiceID != id {
 			s.aliasLocked(old.check.ServiceID)
 		}
@@ -234,6 +236,7 @@ func (s *State) commitAddLocked(p *addPlan) {
 			c.check.ServiceName, c.check.ServiceTags = p.svc.Service, slices.Clone(p.svc.Tags)
 			c.inSync = false
 			c.version++
+			s.reindexCheckLocked(cid)
 		}
 	}
 	s.serviceChangedLocked(id)
@@ -257,9 +260,11 @@ func (s *State) RemoveService(id string) ([]string, error) {
 		ids = append(ids, sc.svc.ID)
 	}
 	var checkIDs []string
-	for cid, c := range s.checks {
-		if !c.deleted && slices.Contains(ids, c.check.ServiceID) {
-			checkIDs = append(checkIDs, cid)
+	for _, sid := range ids {
+		for cid, c := range s.serviceChecksLocked(sid) {
+			if !c.deleted {
+				checkIDs = append(checkIDs, cid)
+			}
 		}
 	}
 	slices.Sort(checkIDs)
@@ -291,6 +296,7 @@ func (s *State) RemoveService(id string) ([]string, error) {
 		se := s.services[sid]
 		se.deleted, se.inSync = true, false
 		se.version++
+		s.reindexServiceLocked(sid)
 		s.serviceChangedLocked(sid)
 	}
 	return checkIDs, nil
@@ -304,6 +310,7 @@ func (s *State) tombstoneCheckLocked(id string) {
 	c.deleted, c.inSync = true, false
 	c.outputDue = time.Time{}
 	c.version++
+	s.reindexCheckLocked(id)
 	s.aliasLocked(c.check.ServiceID)
 	s.broadcastLocked()
 	s.triggerSync()
@@ -410,6 +417,7 @@ func (s *State) addCheck(check *structs.HealthCheck, def *structs.CheckType, tok
 		return nil, err
 	}
 	s.checks[h.CheckID] = c
+	s.reindexCheckLocked(h.CheckID)
 	if old != nil && !old.deleted && old.check.ServiceID != h.ServiceID {
 		s.aliasLocked(old.check.ServiceID)
 	}

@@ -26,6 +26,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -93,6 +94,8 @@ type State struct {
 	// IDs changed since it last took them.
 	changes map[chan<- struct{}]map[string]struct{}
 	aliases map[string]map[string]chan<- struct{}
+	// ix indexes services and checks (index.go).
+	ix indexes
 
 	// syncCh wakes the syncer (capacity 1: signals coalesce).
 	syncCh chan struct{}
@@ -177,6 +180,7 @@ func NewState(cfg Config) (*State, error) {
 		changes:  make(map[chan<- struct{}]map[string]struct{}),
 		watches:  make(map[string]chan struct{}),
 		aliases:  make(map[string]map[string]chan<- struct{}),
+		ix:       newIndexes(),
 		syncCh:   make(chan struct{}, 1),
 	}, nil
 }
@@ -272,34 +276,37 @@ func (s *State) Check(id string) *structs.HealthCheck {
 // Checks returns copies of every registered check, node checks included,
 // sorted by check ID.
 func (s *State) Checks() structs.HealthChecks {
-	return s.checksWhere(func(*structs.HealthCheck) bool { return true })
-}
-
-// ChecksForService returns copies of the checks of one service, sorted by
-// check ID.
-func (s *State) ChecksForService(serviceID string) structs.HealthChecks {
-	return s.checksWhere(func(h *structs.HealthCheck) bool { return h.ServiceID == serviceID })
-}
-
-func (s *State) checksWhere(keep func(*structs.HealthCheck) bool) structs.HealthChecks {
 	s.mu.RLock()
 	out := make(structs.HealthChecks, 0, len(s.checks))
 	for _, c := range s.checks {
-		if !c.deleted && keep(c.check) {
+		if !c.deleted {
 			out = append(out, c.check.Clone())
 		}
 	}
 	s.mu.RUnlock()
-	slices.SortFunc(out, func(a, b *structs.HealthCheck) int {
-		switch {
-		case a.CheckID < b.CheckID:
-			return -1
-		case a.CheckID > b.CheckID:
-			return 1
-		}
-		return 0
-	})
+	sortHealthChecks(out)
 	return out
+}
+
+// ChecksForService returns copies of the checks of one service ("": the
+// node checks), sorted by check ID. It costs the service's checks, not
+// every check of the agent: alias checks call it on each change of the
+// service they follow.
+func (s *State) ChecksForService(serviceID string) structs.HealthChecks {
+	s.mu.RLock()
+	out := make(structs.HealthChecks, 0, len(s.ix.checksByService[serviceID]))
+	for _, c := range s.serviceChecksLocked(serviceID) {
+		if !c.deleted {
+			out = append(out, c.check.Clone())
+		}
+	}
+	s.mu.RUnlock()
+	sortHealthChecks(out)
+	return out
+}
+
+func sortHealthChecks(out structs.HealthChecks) {
+	slices.SortFunc(out, func(a, b *structs.HealthCheck) int { return strings.Compare(a.CheckID, b.CheckID) })
 }
 
 // CheckState returns a copy of one check's state, or nil.
@@ -520,7 +527,8 @@ func (s *State) updateCheckLocked(c *checkEntry, status, output string) {
 		if c.outputDue.IsZero() {
 			d := s.cfg.CheckUpdateInterval
 			c.outputDue = now.Add(d/2 + time.Duration(rand.Int64N(int64(d/2)+1))) //nolint:gosec // jitter to spread timers, not a secret
-			s.triggerSync()                                                       // let the syncer arm its timer
+			s.deferOutputLocked(c.check.CheckID, c.outputDue)
+			s.triggerSync() // let the syncer arm its timer
 		}
 		return
 	}
@@ -528,20 +536,9 @@ func (s *State) updateCheckLocked(c *checkEntry, status, output string) {
 	c.inSync = false
 	c.outputDue = time.Time{}
 	c.version++
+	s.reindexCheckLocked(c.check.CheckID)
 	if statusChanged {
 		s.broadcastLocked()
 	}
 	s.triggerSync()
-}
-
-// liveServicesLocked is the registered services (stored objects, not
-// copies: read only).
-func (s *State) liveServicesLocked() map[string]*structs.NodeService {
-	out := make(map[string]*structs.NodeService, len(s.services))
-	for id, e := range s.services {
-		if !e.deleted {
-			out[id] = e.svc
-		}
-	}
-	return out
 }
