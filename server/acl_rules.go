@@ -90,6 +90,11 @@ func catalogACLRules(t map[string]endpoint) {
 	authorizeWith(t, structs.MethodCoordinateNode, func(_ *state.Store, a *acl.Authorizer, args *structs.NodeSpecificRequest) error {
 		return require(a, acl.ResourceNode, acl.AccessRead, args.Node)
 	})
+	// A client agent asking for its TLS certificate shows a token that may
+	// write its own node, as Consul's AutoEncrypt.Sign requires.
+	authorizeWith(t, structs.MethodAutoEncryptSign, func(_ *state.Store, a *acl.Authorizer, args *structs.AutoEncryptSignRequest) error {
+		return require(a, acl.ResourceNode, acl.AccessWrite, args.Node)
+	})
 	filterWith(t, structs.MethodCoordinateListNodes, func(a *acl.Authorizer, _ *structs.DCSpecificRequest, r *structs.IndexedCoordinates) (f bool) {
 		r.Coordinates, f = keep(r.Coordinates, func(c *structs.Coordinate) bool { return a.NodeRead(c.Node) == acl.Allow })
 		return f
