@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/serf/serf"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/trellis-mesh/trellis/agent/authz"
 	"github.com/trellis-mesh/trellis/agent/cache"
 	"github.com/trellis-mesh/trellis/agent/config"
 	agentdns "github.com/trellis-mesh/trellis/agent/dns"
@@ -49,6 +50,10 @@ type Config struct {
 	// agent command, also runs it on SIGHUP. Nil answers the endpoint
 	// with 501.
 	Reload func() error
+	// EnableACLs switches the ACL system on, with acl.default_policy and
+	// no other setting. Only tests set it: acl.enabled stays refused at
+	// start until the agent's configuration reads the acl block.
+	EnableACLs bool
 }
 
 // Agent is one running agent. Create it with New, then Start it.
@@ -59,6 +64,11 @@ type Agent struct {
 	// subscribers; closed first on shutdown so that streams end.
 	logs   *logmonitor.Hub
 	reload func() error
+	// acls is whether the ACL system is on (Config.EnableACLs); aclCheck
+	// then asks the servers about tokens for the agent's own edges (HTTP,
+	// xDS), and is nil otherwise, so that they ask nothing.
+	acls     bool
+	aclCheck *authz.Checker
 
 	// tls builds every listener's and dialer's TLS configuration (tls.go).
 	tls *tlsutil.Configurator
@@ -126,11 +136,21 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	logs := newLogHub()
-	return &Agent{rc: cfg.Runtime, logger: slog.New(logs.Handler(cfg.Logger.Handler())), logs: logs, reload: cfg.Reload, metrics: newRegistry(metricsHostname()),
+	a := &Agent{rc: cfg.Runtime, logger: slog.New(logs.Handler(cfg.Logger.Handler())), logs: logs, reload: cfg.Reload, acls: cfg.EnableACLs, metrics: newRegistry(metricsHostname()),
 		codec: structs.NewCodec(), events: userevent.NewBuffer(userevent.DefaultBufferSize),
 		// Made before gossip starts, whose events trigger passes; nothing
 		// reads it on a client agent, where it stays full.
-		wanFlood: make(chan struct{}, 1)}, nil
+		wanFlood: make(chan struct{}, 1)}
+	if a.acls {
+		// The agent is the checker's RPC: a server answers itself, a client
+		// agent asks its servers.
+		c, err := authz.New(authz.Config{RPC: a, Datacenter: cfg.Runtime.Datacenter})
+		if err != nil {
+			return nil, fmt.Errorf("agent: ACL checker: %w", err)
+		}
+		a.aclCheck = c
+	}
+	return a, nil
 }
 
 // Start binds every listener, starts the server (if any), gossip and the
@@ -272,6 +292,7 @@ func (a *Agent) startServer() error {
 		Metrics:        a.metrics,
 		// As Consul's -dev: coordinates show up within a report interval.
 		CoordinateUpdatePeriod: devDuration(rc.DevMode, 100*time.Millisecond),
+		ACLs:                   server.ACLConfig{Enabled: a.acls, DefaultPolicy: rc.IntentionDefaultPolicy},
 	})
 	if err != nil {
 		_ = ln.Close()
@@ -386,6 +407,7 @@ func (a *Agent) startHTTP() error {
 		ConnectAuthorizer: authorizer,
 		EnableDebug:       rc.EnableDebug,
 		Host:              hostInfo{},
+		ACL:               a.httpACL(),
 	})
 	if err != nil {
 		return err
@@ -638,4 +660,21 @@ func memberInfo(m serf.Member) httpapi.MemberInfo {
 		DelegateMax: m.DelegateMax,
 		DelegateCur: m.DelegateCur,
 	}
+}
+
+// httpACL is the agent's checker as the HTTP API takes it: a nil
+// interface, not a nil pointer in one, with ACLs off.
+func (a *Agent) httpACL() httpapi.ACLChecker {
+	if a.aclCheck == nil {
+		return nil
+	}
+	return a.aclCheck
+}
+
+// xdsACL is httpACL for the xDS streams.
+func (a *Agent) xdsACL() xdsAuthorizer {
+	if a.aclCheck == nil {
+		return nil
+	}
+	return a.aclCheck
 }
