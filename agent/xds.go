@@ -42,6 +42,12 @@ type xdsSource struct {
 	// acl, with ACLs on, asks the servers whether a stream's token may
 	// have its proxy's configuration; nil lets every stream through.
 	acl xdsAuthorizer
+	// localService is this agent's registration of a service ID (nil if
+	// none), so that a local proxy's stream is refused before its
+	// configuration is built: a token that may not write the service
+	// usually may not read what the configuration needs either, and the
+	// stream would wait forever for a first snapshot.
+	localService func(id string) *structs.NodeService
 }
 
 // xdsAuthorizer is agent/authz.Checker as the xDS streams use it.
@@ -63,13 +69,13 @@ const xdsACLRecheck = 30 * time.Second
 // sidecar's destination service, or on a gateway's own service. A denial
 // is gRPC PermissionDenied with Consul's text, an unknown token
 // Unauthenticated, and a failure to ask Unavailable.
-func (s *xdsSource) authorizeProxy(token string, snap *proxycfg.ConfigSnapshot) error {
-	if snap.Service == nil {
+func (s *xdsSource) authorizeProxy(token string, svc *structs.NodeService) error {
+	if svc == nil {
 		return status.Error(codes.PermissionDenied, "permission denied: no service registration")
 	}
-	name := snap.Service.Service
-	if snap.Kind == structs.ServiceKindConnectProxy && snap.Service.Proxy.DestinationServiceName != "" {
-		name = snap.Service.Proxy.DestinationServiceName
+	name := svc.Service
+	if svc.Kind == structs.ServiceKindConnectProxy && svc.Proxy.DestinationServiceName != "" {
+		name = svc.Proxy.DestinationServiceName
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), xdsACLTimeout)
 	defer cancel()
@@ -86,6 +92,13 @@ func (s *xdsSource) authorizeProxy(token string, snap *proxycfg.ConfigSnapshot) 
 }
 
 func (s *xdsSource) Watch(ctx context.Context, ref xds.ProxyRef) (<-chan *proxycfg.ConfigSnapshot, error) {
+	if s.acl != nil && s.localService != nil {
+		if svc := s.localService(ref.ServiceID); svc != nil {
+			if err := s.authorizeProxy(ref.Token, svc); err != nil {
+				return nil, err
+			}
+		}
+	}
 	// The one place a stream's identity becomes the manager's.
 	return s.watcher.Watch(ctx, proxycfg.ProxyID{Node: ref.Node, ServiceID: ref.ServiceID, Token: ref.Token})
 }
@@ -100,7 +113,7 @@ func (s *xdsSource) Builder(ref xds.ProxyRef) xds.Builder[*proxycfg.ConfigSnapsh
 	)
 	return func(snap *proxycfg.ConfigSnapshot) (xds.Resources, error) {
 		if s.acl != nil && (checked.IsZero() || time.Since(checked) >= xdsACLRecheck) {
-			if err := s.authorizeProxy(ref.Token, snap); err != nil {
+			if err := s.authorizeProxy(ref.Token, snap.Service); err != nil {
 				return nil, err
 			}
 			checked = time.Now()
@@ -136,7 +149,7 @@ func (a *Agent) startXDS(watcher proxyWatcher) error {
 		return nil
 	}
 	ads, err := xds.New(xds.Config[*proxycfg.ConfigSnapshot]{
-		Source:   &xdsSource{watcher: watcher, acl: a.xdsACL()},
+		Source:   &xdsSource{watcher: watcher, acl: a.xdsACL(), localService: a.localProxy},
 		NodeName: a.rc.NodeName,
 		Logger:   a.logger.With("component", "xds"),
 	})
@@ -208,4 +221,9 @@ func (a *Agent) ProxyStatus(proxyID string) any {
 		st = []xds.StreamStatus{}
 	}
 	return st
+}
+
+// localProxy is this agent's registration of service id, nil if none.
+func (a *Agent) localProxy(id string) *structs.NodeService {
+	return a.local.state.Services()[id]
 }
