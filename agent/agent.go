@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/serf/serf"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/trellis-mesh/trellis/agent/authz"
 	"github.com/trellis-mesh/trellis/agent/cache"
 	"github.com/trellis-mesh/trellis/agent/config"
 	agentdns "github.com/trellis-mesh/trellis/agent/dns"
@@ -66,9 +67,12 @@ type Agent struct {
 	logs   *logmonitor.Hub
 	reload func() error
 	// acls is whether the ACL system is on (Config.EnableACLs or
-	// acl.enabled); tokens are the agent's own (agent/token).
-	acls   bool
-	tokens *token.Store
+	// acl.enabled); tokens are the agent's own (agent/token); aclCheck
+	// asks the servers about tokens for the agent's own edges (HTTP, xDS)
+	// when ACLs are on, and is nil otherwise, so that they ask nothing.
+	acls     bool
+	tokens   *token.Store
+	aclCheck *authz.Checker
 
 	// tls builds every listener's and dialer's TLS configuration (tls.go).
 	tls *tlsutil.Configurator
@@ -140,11 +144,21 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Agent{rc: cfg.Runtime, acls: cfg.EnableACLs || cfg.Runtime.ACL.Enabled, tokens: tokens, logger: slog.New(logs.Handler(cfg.Logger.Handler())), logs: logs, reload: cfg.Reload, metrics: newRegistry(metricsHostname()),
+	a := &Agent{rc: cfg.Runtime, acls: cfg.EnableACLs || cfg.Runtime.ACL.Enabled, tokens: tokens, logger: slog.New(logs.Handler(cfg.Logger.Handler())), logs: logs, reload: cfg.Reload, metrics: newRegistry(metricsHostname()),
 		codec: structs.NewCodec(), events: userevent.NewBuffer(userevent.DefaultBufferSize),
 		// Made before gossip starts, whose events trigger passes; nothing
 		// reads it on a client agent, where it stays full.
-		wanFlood: make(chan struct{}, 1)}, nil
+		wanFlood: make(chan struct{}, 1)}
+	if a.acls {
+		// The agent is the checker's RPC: a server answers itself, a client
+		// agent asks its servers.
+		c, err := authz.New(authz.Config{RPC: a, Datacenter: cfg.Runtime.Datacenter})
+		if err != nil {
+			return nil, fmt.Errorf("agent: ACL checker: %w", err)
+		}
+		a.aclCheck = c
+	}
+	return a, nil
 }
 
 // Start binds every listener, starts the server (if any), gossip and the
@@ -403,6 +417,7 @@ func (a *Agent) startHTTP() error {
 		Host:              hostInfo{},
 		ACLsEnabled:       a.acls,
 		Tokens:            a.tokens,
+		ACL:               a.httpACL(),
 	})
 	if err != nil {
 		return err
@@ -655,4 +670,21 @@ func memberInfo(m serf.Member) httpapi.MemberInfo {
 		DelegateMax: m.DelegateMax,
 		DelegateCur: m.DelegateCur,
 	}
+}
+
+// httpACL is the agent's checker as the HTTP API takes it: a nil
+// interface, not a nil pointer in one, with ACLs off.
+func (a *Agent) httpACL() httpapi.ACLChecker {
+	if a.aclCheck == nil {
+		return nil
+	}
+	return a.aclCheck
+}
+
+// xdsACL is httpACL for the xDS streams.
+func (a *Agent) xdsACL() xdsAuthorizer {
+	if a.aclCheck == nil {
+		return nil
+	}
+	return a.aclCheck
 }

@@ -6,11 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/trellis-mesh/trellis/acl"
+	"github.com/trellis-mesh/trellis/agent/authz"
 
 	"github.com/trellis-mesh/trellis/proxycfg"
+	"github.com/trellis-mesh/trellis/structs"
 	"github.com/trellis-mesh/trellis/telemetry"
 	"github.com/trellis-mesh/trellis/xds"
 	"github.com/trellis-mesh/trellis/xds/gen"
@@ -32,19 +39,85 @@ type xdsSource struct {
 	watcher proxyWatcher
 	// endpoints shares endpoint sets between the proxies' generators.
 	endpoints gen.EndpointCache
+	// acl, with ACLs on, asks the servers whether a stream's token may
+	// have its proxy's configuration; nil lets every stream through.
+	acl xdsAuthorizer
+	// localService is this agent's registration of a service ID (nil if
+	// none), so that a local proxy's stream is refused before its
+	// configuration is built: a token that may not write the service
+	// usually may not read what the configuration needs either, and the
+	// stream would wait forever for a first snapshot.
+	localService func(id string) *structs.NodeService
+}
+
+// xdsAuthorizer is agent/authz.Checker as the xDS streams use it.
+type xdsAuthorizer interface {
+	Require(ctx context.Context, token string, checks ...authz.Check) error
+}
+
+// xdsACLTimeout bounds one question to the servers about a stream's
+// token; a stream whose question fails ends (Envoy reconnects).
+const xdsACLTimeout = 10 * time.Second
+
+// xdsACLRecheck is how long a stream's permission is trusted before the
+// next snapshot asks again: a revoked token loses its stream at the first
+// change after it, without a round trip to the servers per change per
+// proxy (an endpoint change reaches every proxy at once).
+const xdsACLRecheck = 30 * time.Second
+
+// authorizeProxy is Consul's rule for an xDS stream: service:write on a
+// sidecar's destination service, or on a gateway's own service. A denial
+// is gRPC PermissionDenied with Consul's text, an unknown token
+// Unauthenticated, and a failure to ask Unavailable.
+func (s *xdsSource) authorizeProxy(token string, svc *structs.NodeService) error {
+	if svc == nil {
+		return status.Error(codes.PermissionDenied, "permission denied: no service registration")
+	}
+	name := svc.Service
+	if svc.Kind == structs.ServiceKindConnectProxy && svc.Proxy.DestinationServiceName != "" {
+		name = svc.Proxy.DestinationServiceName
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), xdsACLTimeout)
+	defer cancel()
+	err := s.acl.Require(ctx, token, authz.Write(acl.ResourceService, name))
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, structs.ErrACLNotFound):
+		return status.Errorf(codes.Unauthenticated, "unauthenticated: %v", structs.ErrACLNotFound)
+	case errors.Is(err, structs.ErrPermissionDenied):
+		return status.Error(codes.PermissionDenied, err.Error())
+	}
+	return status.Errorf(codes.Unavailable, "error resolving acl token: %v", err)
 }
 
 func (s *xdsSource) Watch(ctx context.Context, ref xds.ProxyRef) (<-chan *proxycfg.ConfigSnapshot, error) {
+	if s.acl != nil && s.localService != nil {
+		if svc := s.localService(ref.ServiceID); svc != nil {
+			if err := s.authorizeProxy(ref.Token, svc); err != nil {
+				return nil, err
+			}
+		}
+	}
 	// The one place a stream's identity becomes the manager's.
 	return s.watcher.Watch(ctx, proxycfg.ProxyID{Node: ref.Node, ServiceID: ref.ServiceID, Token: ref.Token})
 }
 
-func (s *xdsSource) Builder(xds.ProxyRef) xds.Builder[*proxycfg.ConfigSnapshot] {
+func (s *xdsSource) Builder(ref xds.ProxyRef) xds.Builder[*proxycfg.ConfigSnapshot] {
 	g := &gen.Generator{Endpoints: &s.endpoints}
 	// The server is done with a set's outer map once it asks for the next
 	// (xds.Source): one map per stream, not one per proxy per change.
-	var last gen.Resources
+	var (
+		last    gen.Resources
+		checked time.Time
+	)
 	return func(snap *proxycfg.ConfigSnapshot) (xds.Resources, error) {
+		if s.acl != nil && (checked.IsZero() || time.Since(checked) >= xdsACLRecheck) {
+			if err := s.authorizeProxy(ref.Token, snap.Service); err != nil {
+				return nil, err
+			}
+			checked = time.Now()
+		}
 		res, err := g.GenerateInto(last, snap)
 		if res != nil {
 			last = res
@@ -76,7 +149,7 @@ func (a *Agent) startXDS(watcher proxyWatcher) error {
 		return nil
 	}
 	ads, err := xds.New(xds.Config[*proxycfg.ConfigSnapshot]{
-		Source:   &xdsSource{watcher: watcher},
+		Source:   &xdsSource{watcher: watcher, acl: a.xdsACL(), localService: a.localProxy},
 		NodeName: a.rc.NodeName,
 		Logger:   a.logger.With("component", "xds"),
 	})
@@ -148,4 +221,9 @@ func (a *Agent) ProxyStatus(proxyID string) any {
 		st = []xds.StreamStatus{}
 	}
 	return st
+}
+
+// localProxy is this agent's registration of service id, nil if none.
+func (a *Agent) localProxy(id string) *structs.NodeService {
+	return a.local.state.Services()[id]
 }

@@ -3,6 +3,8 @@ package server
 import (
 	"context"
 
+	"github.com/hashicorp/go-memdb"
+
 	"github.com/trellis-mesh/trellis/acl"
 	"github.com/trellis-mesh/trellis/state"
 	"github.com/trellis-mesh/trellis/structs"
@@ -169,4 +171,37 @@ func keep[T any](in []T, ok func(T) bool) ([]T, bool) {
 		return in, false
 	}
 	return out, true
+}
+
+// aclRecheckKey carries, in a call's context, the ACL check its blocking
+// query repeats on every wake.
+type aclRecheckKey struct{}
+
+// withACLRecheck is ctx carrying check, for blockingQuery.
+func withACLRecheck(ctx context.Context, check func(context.Context) error) context.Context {
+	return context.WithValue(ctx, aclRecheckKey{}, check)
+}
+
+// recheckACL repeats the call's ACL check (nil without one): a blocking
+// query answers what its token may read when it wakes, not when it began,
+// so a token deleted mid-query gets Consul's 403 rather than data.
+func recheckACL(ctx context.Context) error {
+	if check, ok := ctx.Value(aclRecheckKey{}).(func(context.Context) error); ok {
+		return check(ctx)
+	}
+	return nil
+}
+
+// watchToken adds the row of the token a query runs with to ws, so that
+// deleting or changing it wakes the query to be re-checked.
+func (s *Server) watchToken(ws memdb.WatchSet, st *state.Store, secret string) {
+	if !s.cfg.ACLs.Enabled {
+		return
+	}
+	if secret == "" {
+		_, _, _ = st.ACLTokenGetByAccessor(ws, structs.ACLTokenAnonymousID)
+		return
+	}
+	// An error leaves the query to wake on its own data only.
+	_, _, _ = st.ACLTokenGetBySecret(ws, secret)
 }

@@ -41,12 +41,20 @@ func (s *Server) blockingQuery(ctx context.Context, opts *structs.QueryOptions, 
 		}
 		deadline = time.Now().Add(wait + rand.N(wait/jitterFraction+1)) //nolint:gosec // jitter to spread timers, not a secret
 	}
-	for {
+	for woken := false; ; woken = true {
+		if woken {
+			if err := recheckACL(ctx); err != nil {
+				return err
+			}
+		}
 		st := s.fsm.State()
 		ws := memdb.NewWatchSet()
 		ws.Add(st.AbandonCh())
 		// Shutdown wakes every waiter so that it answers and lets go.
 		ws.Add(s.ctx.Done())
+		if opts.MinQueryIndex > 0 {
+			s.watchToken(ws, st, opts.Token)
+		}
 		err := fn(ws, st)
 		s.setQueryMeta(meta)
 		if meta.Index < 1 {

@@ -178,6 +178,13 @@ func (s *Server) serve(ctx context.Context, ep endpoint, args, reply any, filter
 	if err != nil {
 		return err
 	}
+	if authz != nil {
+		ctx = withACLRecheck(ctx, func(ctx context.Context) error {
+			a, t, err := e.before(ctx, ep.acl, args)
+			authz, tok = a, t
+			return err
+		})
+	}
 	if filter == nil || ep.selfFiltering {
 		err = ep.fn(ctx, args, reply)
 	} else if err = ep.fn(ctx, ep.unfiltered(args), reply); err == nil {

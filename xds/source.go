@@ -60,7 +60,8 @@ type Source[U any] interface {
 	// server skip it. The outer map is the Builder's again once it is
 	// called next: the server reads it only until then, so a Builder may
 	// reuse it. An error is logged and the stream keeps serving what it
-	// has.
+	// has, except a gRPC status error, which ends the stream with it (a
+	// proxy whose token may not have this configuration).
 	Builder(proxy ProxyRef) Builder[U]
 }
 

@@ -182,6 +182,10 @@ func (s *Server[U]) loop(ctx context.Context, st *stream, first <-chan request, 
 				return status.Error(codes.Unavailable, ErrSourceClosed.Error())
 			}
 			res, err := build(v)
+			if _, ok := status.FromError(err); ok && err != nil {
+				// The Builder refused the proxy (its token lacks access).
+				return err
+			}
 			if err != nil {
 				// Keep serving what the proxy has; the next value may build
 				// cleanly.

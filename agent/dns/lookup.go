@@ -35,6 +35,9 @@ func read[A, R any, PA interface {
 	opts := args.QueryOpts()
 	opts.Datacenter = s.cfg.Datacenter
 	opts.AllowStale = s.cfg.AllowStale
+	if s.cfg.Token != nil {
+		opts.Token = s.cfg.Token()
+	}
 	reply := PR(new(R))
 	if err := m.Call(ctx, s.cfg.RPC, (*A)(args), (*R)(reply)); err != nil {
 		return nil, err
@@ -80,7 +83,9 @@ func (s *Server) answerZone(ctx context.Context, req *mdns.Msg, zone string) *md
 		err = errNotFound
 	}
 	switch {
-	case errors.Is(err, errNotFound), errors.Is(err, structs.ErrNoDCPath):
+	case errors.Is(err, errNotFound), errors.Is(err, structs.ErrNoDCPath),
+		// What the token may not read does not exist for it.
+		structs.CodeOf(err) == structs.CodePermissionDenied:
 		resp.Rcode = mdns.RcodeNameError
 	case err != nil:
 		s.logger.Warn("DNS lookup failed", "name", q.Name, "error", err)

@@ -53,6 +53,11 @@ type Config struct {
 	// NodeName is the agent's node: what a prepared query's Near "_agent"
 	// sorts by.
 	NodeName string
+	// Token returns the agent's default ACL token, which every read
+	// carries so that the servers answer only what it may read (node:read,
+	// service:read); nil or "" reads as the anonymous token, as Consul's
+	// DNS does without a default token.
+	Token func() string
 	// Domain is the zone answered, fully qualified ("consul."); AltDomain,
 	// when set, is answered the same way, with its own name in answers.
 	Domain    string

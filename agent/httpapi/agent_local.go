@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trellis-mesh/trellis/acl"
+	"github.com/trellis-mesh/trellis/agent/authz"
 	"github.com/trellis-mesh/trellis/structs"
 )
 
@@ -114,6 +116,9 @@ func (s *Server) agentServiceRegister(_ http.ResponseWriter, r *http.Request) (a
 	if err := decodeAgentDefinition(r, &def); err != nil {
 		return nil, err
 	}
+	if err := s.requireACL(r, serviceRegisterChecks(&def)...); err != nil {
+		return nil, err
+	}
 	_, replace := r.URL.Query()["replace-existing-checks"]
 	if v := r.URL.Query().Get("replace-existing-checks"); v == "false" {
 		replace = false
@@ -127,12 +132,16 @@ func (s *Server) agentServiceDeregister(_ http.ResponseWriter, r *http.Request) 
 	if err != nil {
 		return nil, err
 	}
-	return nil, la.DeregisterService(pathSuffix(r, "/v1/agent/service/deregister/"))
+	id := pathSuffix(r, "/v1/agent/service/deregister/")
+	if err := s.requireACL(r, localServiceWriteChecks(la, id)...); err != nil {
+		return nil, err
+	}
+	return nil, la.DeregisterService(id)
 }
 
 // agentServices handles GET /v1/agent/services (?filter= over each
 // service as it is shown: ID, Service, Tags, Meta, Port, Proxy, ...).
-func (s *Server) agentServices(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (s *Server) agentServices(w http.ResponseWriter, r *http.Request) (any, error) {
 	la, err := s.localAgent()
 	if err != nil {
 		return nil, err
@@ -141,13 +150,28 @@ func (s *Server) agentServices(_ http.ResponseWriter, r *http.Request) (any, err
 	if err != nil {
 		return nil, err
 	}
+	services := la.Services()
+	ids := make([]string, 0, len(services))
+	checks := make([]authz.Check, 0, len(services))
+	for id, ns := range services {
+		ids = append(ids, id)
+		checks = append(checks, authz.Read(acl.ResourceService, ns.Service))
+	}
+	allowed, err := s.aclAllowed(r, checks)
+	if err != nil {
+		return nil, err
+	}
 	out := map[string]agentService{}
-	for id, ns := range la.Services() {
-		svc := s.toAgentService(ns, "")
+	for i, id := range ids {
+		if !allowed[i] {
+			continue
+		}
+		svc := s.toAgentService(services[id], "")
 		if filter == nil || filter.Evaluate(&svc) {
 			out[id] = svc
 		}
 	}
+	markFiltered(w, r, allowed)
 	return out, nil
 }
 
@@ -188,6 +212,9 @@ func (s *Server) agentService(w http.ResponseWriter, r *http.Request) (any, erro
 		if ns == nil {
 			return nil, &StatusError{Code: http.StatusNotFound, Msg: fmt.Sprintf("unknown service ID: %s", id)}
 		}
+		if err := s.requireACL(r, authz.Read(acl.ResourceService, ns.Service)); err != nil {
+			return nil, err
+		}
 		if want == "" || want != hash {
 			w.Header().Set("X-Consul-ContentHash", hash)
 			return s.toAgentService(ns, hash), nil
@@ -223,7 +250,7 @@ func parseWaitValue(v string) (time.Duration, error) {
 
 // agentChecks handles GET /v1/agent/checks (?filter= over each check:
 // CheckID, Name, Status, ServiceName, ServiceTags, ...).
-func (s *Server) agentChecks(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (s *Server) agentChecks(w http.ResponseWriter, r *http.Request) (any, error) {
 	la, err := s.localAgent()
 	if err != nil {
 		return nil, err
@@ -232,8 +259,21 @@ func (s *Server) agentChecks(_ http.ResponseWriter, r *http.Request) (any, error
 	if err != nil {
 		return nil, err
 	}
+	all := la.Checks()
+	checks := make([]authz.Check, len(all))
+	for i, c := range all {
+		checks[i] = s.checkReadCheck(c)
+	}
+	allowed, err := s.aclAllowed(r, checks)
+	if err != nil {
+		return nil, err
+	}
+	markFiltered(w, r, allowed)
 	out := map[string]*structs.HealthCheck{}
-	for _, c := range la.Checks() {
+	for i, c := range all {
+		if !allowed[i] {
+			continue
+		}
 		if c.ServiceTags == nil {
 			c.ServiceTags = []string{}
 		}
@@ -254,6 +294,15 @@ func (s *Server) agentCheckRegister(_ http.ResponseWriter, r *http.Request) (any
 	if err := decodeAgentDefinition(r, &def); err != nil {
 		return nil, err
 	}
+	// A check of an unknown service needs nothing: its registration
+	// fails on its own.
+	need := s.checkWriteChecks("")
+	if def.ServiceID != "" {
+		need = localServiceWriteChecks(la, def.ServiceID)
+	}
+	if err := s.requireACL(r, need...); err != nil {
+		return nil, err
+	}
 	return nil, la.RegisterCheck(&def, parseToken(r))
 }
 
@@ -263,7 +312,11 @@ func (s *Server) agentCheckDeregister(_ http.ResponseWriter, r *http.Request) (a
 	if err != nil {
 		return nil, err
 	}
-	return nil, la.DeregisterCheck(pathSuffix(r, "/v1/agent/check/deregister/"))
+	id := pathSuffix(r, "/v1/agent/check/deregister/")
+	if err := s.requireACL(r, s.localCheckWriteChecks(la, id)...); err != nil {
+		return nil, err
+	}
+	return nil, la.DeregisterCheck(id)
 }
 
 // agentCheckTTL handles PUT /v1/agent/check/pass|warn|fail/<id>?note=.
@@ -273,7 +326,11 @@ func (s *Server) agentCheckTTL(status, prefix string) endpoint {
 		if err != nil {
 			return nil, err
 		}
-		return nil, la.UpdateTTL(pathSuffix(r, prefix), status, r.URL.Query().Get("note"))
+		id := pathSuffix(r, prefix)
+		if err := s.requireACL(r, s.localCheckWriteChecks(la, id)...); err != nil {
+			return nil, err
+		}
+		return nil, la.UpdateTTL(id, status, r.URL.Query().Get("note"))
 	}
 }
 
@@ -293,7 +350,11 @@ func (s *Server) agentCheckUpdate(_ http.ResponseWriter, r *http.Request) (any, 
 	default:
 		return nil, badRequest(fmt.Sprintf("Invalid check status: '%s'", body.Status))
 	}
-	return nil, la.UpdateTTL(pathSuffix(r, "/v1/agent/check/update/"), body.Status, body.Output)
+	id := pathSuffix(r, "/v1/agent/check/update/")
+	if err := s.requireACL(r, s.localCheckWriteChecks(la, id)...); err != nil {
+		return nil, err
+	}
+	return nil, la.UpdateTTL(id, body.Status, body.Output)
 }
 
 // agentMaintenance handles PUT /v1/agent/maintenance and
@@ -324,6 +385,13 @@ func (s *Server) agentMaintenance(service bool) endpoint {
 		default:
 			return nil, badRequest(fmt.Sprintf("Invalid value for enable: %q", v))
 		}
+		need := s.nodeWriteCheck(r)
+		if service {
+			need = localServiceWriteChecks(la, id)
+		}
+		if err := s.requireACL(r, need...); err != nil {
+			return nil, err
+		}
 		return nil, la.SetMaintenance(id, enable, q.Get("reason"))
 	}
 }
@@ -343,6 +411,15 @@ func (s *Server) agentHealthService(byName bool) endpoint {
 		}
 		key := pathSuffix(r, prefix)
 		services := la.Services()
+		if byName {
+			if err := s.requireACL(r, authz.Read(acl.ResourceService, key)); err != nil {
+				return nil, err
+			}
+		} else if ns, ok := services[key]; ok {
+			if err := s.requireACL(r, authz.Read(acl.ResourceService, ns.Service)); err != nil {
+				return nil, err
+			}
+		}
 		checks := la.Checks()
 		type entry struct {
 			AggregatedStatus string

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"net/http"
 	"strings"
+
+	"github.com/trellis-mesh/trellis/acl"
+	"github.com/trellis-mesh/trellis/agent/authz"
 )
 
 // Membership is the agent's Serf LAN view, for /v1/agent/members and
@@ -32,7 +35,7 @@ var errNotServed = &httpError{code: http.StatusNotImplemented, msg: "not served 
 // agentMembers handles GET /v1/agent/members: the Serf LAN members, or
 // with ?wan the WAN pool's (a client agent has none), narrowed by
 // ?filter over each member as shown (Name, Addr, Port, Tags, Status...).
-func (s *Server) agentMembers(_ http.ResponseWriter, r *http.Request) (any, error) {
+func (s *Server) agentMembers(w http.ResponseWriter, r *http.Request) (any, error) {
 	pool := s.members
 	if _, wan := r.URL.Query()["wan"]; wan {
 		if s.wan == nil {
@@ -47,8 +50,21 @@ func (s *Server) agentMembers(_ http.ResponseWriter, r *http.Request) (any, erro
 	if err != nil {
 		return nil, err
 	}
+	all := pool.Members()
+	checks := make([]authz.Check, len(all))
+	for i, m := range all {
+		checks[i] = authz.Read(acl.ResourceNode, m.Name)
+	}
+	allowed, err := s.aclAllowed(r, checks)
+	if err != nil {
+		return nil, err
+	}
+	markFiltered(w, r, allowed)
 	members := []MemberInfo{}
-	for _, m := range pool.Members() {
+	for i, m := range all {
+		if !allowed[i] {
+			continue
+		}
 		if filter == nil || filter.Evaluate(&m) {
 			members = append(members, m)
 		}

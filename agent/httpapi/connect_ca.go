@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/trellis-mesh/trellis/acl"
+	"github.com/trellis-mesh/trellis/agent/authz"
 	"github.com/trellis-mesh/trellis/connect"
 	"github.com/trellis-mesh/trellis/structs"
 )
@@ -150,6 +152,9 @@ func (s *Server) agentConnectCALeaf(w http.ResponseWriter, r *http.Request) (any
 	if err := s.parseQuery(r, &q); err != nil {
 		return nil, err
 	}
+	if err := s.requireACL(r, authz.Write(acl.ResourceService, service)); err != nil {
+		return nil, err
+	}
 	if s.leafCerts == nil {
 		return nil, errLeafUnavailable
 	}
@@ -185,6 +190,9 @@ func (s *Server) agentConnectAuthorize(_ http.ResponseWriter, r *http.Request) (
 	if req.Target == "" {
 		return nil, badRequest("Target service must be specified")
 	}
+	if err := s.requireACL(r, authz.Write(acl.ResourceService, req.Target)); err != nil {
+		return nil, err
+	}
 	uri, err := connect.ParseCertURIFromString(req.ClientCertURI)
 	if err != nil {
 		return nil, badRequest("ClientCertURI not a valid Connect identifier")
@@ -193,11 +201,11 @@ func (s *Server) agentConnectAuthorize(_ http.ResponseWriter, r *http.Request) (
 	if !ok {
 		return nil, badRequest("ClientCertURI not a valid Service identifier")
 	}
-	authz := s.authorizer
-	if authz == nil {
-		authz = DefaultAllowAuthorizer{}
+	ca := s.authorizer
+	if ca == nil {
+		ca = DefaultAllowAuthorizer{}
 	}
-	allowed, reason, err := authz.ConnectAuthorize(r.Context(), req.Target, svc, req.ClientCertSerial)
+	allowed, reason, err := ca.ConnectAuthorize(r.Context(), req.Target, svc, req.ClientCertSerial)
 	if err != nil {
 		return nil, err
 	}

@@ -85,6 +85,10 @@ type Config struct {
 	// Tokens is the agent's token store (agent_token.go); nil answers
 	// /v1/agent/token with 401 and adds no default token.
 	Tokens AgentTokens
+	// ACL decides the agent's own endpoints (agent_acl.go) when ACLs are
+	// on; nil, with ACLs off, lets every request through. Endpoints that
+	// reach the servers are decided there either way.
+	ACL ACLChecker
 }
 
 // ErrInvalidConfig is returned by New when a required Config field is
@@ -120,6 +124,7 @@ type Server struct {
 	host        HostInfo
 	aclsEnabled bool
 	tokens      AgentTokens
+	acl         ACLChecker
 	handler     http.Handler
 }
 
@@ -158,6 +163,7 @@ func New(cfg Config) (*Server, error) {
 		host:        cfg.Host,
 		aclsEnabled: cfg.ACLsEnabled,
 		tokens:      cfg.Tokens,
+		acl:         cfg.ACL,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -185,15 +191,18 @@ func (s *Server) routes() *http.ServeMux {
 		mux.Handle(pattern, s.wrap(methods, fn))
 	}
 
-	handle("/v1/agent/self", get, s.agentSelf)
-	handle("/v1/agent/metrics", get, s.agentMetrics)
-	handle("/v1/agent/host", get, s.agentHost)
+	// The agent's own endpoints with a fixed rule (Consul's "ACL
+	// Required"); the others check inside, once they know the service or
+	// check concerned.
+	handle("/v1/agent/self", get, s.gated(s.agentReadCheck, s.agentSelf))
+	handle("/v1/agent/metrics", get, s.gated(s.agentReadCheck, s.agentMetrics))
+	handle("/v1/agent/host", get, s.gated(operatorReadCheck, s.agentHost))
 	handle("/v1/agent/members", get, s.agentMembers)
-	handle("/v1/agent/join/", put, s.agentJoin)
-	handle("/v1/agent/leave", put, s.agentLeave)
-	handle("/v1/agent/reload", put, s.agentReload)
-	handle("/v1/agent/monitor", get, s.agentMonitor)
-	handle("/v1/agent/force-leave/", put, s.agentForceLeave)
+	handle("/v1/agent/join/", put, s.gated(s.agentWriteCheck, s.agentJoin))
+	handle("/v1/agent/leave", put, s.gated(s.agentWriteCheck, s.agentLeave))
+	handle("/v1/agent/reload", put, s.gated(s.agentWriteCheck, s.agentReload))
+	handle("/v1/agent/monitor", get, s.gated(s.agentReadCheck, s.agentMonitor))
+	handle("/v1/agent/force-leave/", put, s.gated(operatorWriteCheck, s.agentForceLeave))
 	handle("/v1/agent/services", get, s.agentServices)
 	handle("/v1/agent/service/register", put, s.agentServiceRegister)
 	handle("/v1/agent/service/deregister/", put, s.agentServiceDeregister)
