@@ -102,8 +102,8 @@ func (k *keptConn) get(ctx context.Context) (*big.Int, bool, error) {
 	return resp.TLS.PeerCertificates[0].SerialNumber, reused, nil
 }
 
-// TestTLSCertificateRotation: on a live mutual-TLS cluster (three servers,
-// a client agent serving HTTPS only) with writers running throughout, an
+// TestTLSCertificateRotation: on a live mutual-TLS cluster (three servers
+// and a client agent, all serving HTTPS only) with writers running throughout, an
 // operator rotates certificates as Consul's guide has it: new certificates
 // of the same CA; then a CA bundle holding the old and a new CA; then
 // certificates of the new CA; `trellis reload` on every agent after each
@@ -137,24 +137,20 @@ func TestTLSCertificateRotation(t *testing.T) {
 	})
 	kept := openKeptConn(t, ctx, clientURL, userTLS(""))
 
-	addrs := []string{clientURL}
-	for _, s := range c.Servers() {
-		addrs = append(addrs, s.HTTPAddr())
-	}
+	addrs := append([]string{clientURL}, c.HTTPURLs()...)
 	acks := newAckLog()
 	w := startWriters(ctx, rc, addrs, 3, "rotation/", acks)
 	defer func() { _ = w.stop() }()
 
 	reloadAll := func(t *testing.T) {
 		t.Helper()
-		for _, s := range c.Servers() {
-			if res := runCLI(ctx, t, "reload", "-http-addr", s.HTTPAddr()); res.code != 0 {
+		// Every agent still presents a certificate of the old CA until
+		// it reloads.
+		for _, url := range addrs {
+			if res := runCLI(ctx, t, "reload", "-http-addr", url,
+				"-ca-file", oldCA, "-client-cert", userCert, "-client-key", userKey); res.code != 0 {
 				t.Fatalf("%v", res)
 			}
-		}
-		if res := runCLI(ctx, t, "reload", "-http-addr", clientURL,
-			"-ca-file", oldCA, "-client-cert", userCert, "-client-key", userKey); res.code != 0 {
-			t.Fatalf("%v", res)
 		}
 	}
 	// presents checks that new connections get the certificates now in
@@ -230,7 +226,7 @@ func TestTLSCertificateRotation(t *testing.T) {
 	}
 	acked := acks.snapshot()
 	leader := waitLeader(t, c, clusterStartTimeout)
-	got, _, _, err := rc.kvList(ctx, leader.HTTPAddr(), "rotation/", modeConsistent)
+	got, _, _, err := rc.kvList(ctx, leader.HTTPURL(), "rotation/", modeConsistent)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -84,9 +84,10 @@ func tlsConfig(caFile, certFile, keyFile string) map[string]any {
 	}}
 }
 
-// tlsCluster is three servers with mutual TLS on the server port
-// (tlsConfig) and the PKI they trust. The servers keep plaintext HTTP,
-// which the harness's probes speak.
+// tlsCluster is three servers with mutual TLS on the server port and the
+// HTTPS API (tlsConfig), HTTPS only (ports.http = -1), and the PKI they
+// trust. The harness probes every agent of it over HTTPS with the
+// operator's certificate.
 type tlsCluster struct {
 	c      *harness.Cluster
 	ports  *harness.PortAllocator
@@ -107,9 +108,11 @@ func startTLSCluster(t *testing.T, extra map[string]any) *tlsCluster {
 	tc.srvCert, tc.srvKey = tc.pki.issue(t, "dc1-server-consul-0", "server.dc1.consul", now, 30)
 	tc.cliCert, tc.cliKey = tc.pki.issue(t, "dc1-client-consul-0", "client.dc1.consul", now, 30)
 	tc.userCert, tc.userKey = tc.pki.issue(t, "dc1-cli-consul-0", "cli.dc1.consul", now, 30)
+	https := &harness.HTTPSConfig{CAFile: tc.pki.caFile, CertFile: tc.userCert, KeyFile: tc.userKey}
 	tc.c = harness.StartCluster(t, harness.ClusterConfig{
 		Binary: requireBinary(t), Ports: tc.ports, Servers: 3,
-		ServerArgs: configFile(t, "server-tls.json", tc.config(tc.srvCert, tc.srvKey)),
+		ServerArgs:  configFile(t, "server-tls.json", tc.config(tc.srvCert, tc.srvKey)),
+		ServerHTTPS: https, ClientHTTPS: https,
 	})
 	tc.leader = waitLeader(t, tc.c, clusterStartTimeout)
 	return tc
@@ -122,22 +125,18 @@ func (tc *tlsCluster) config(certFile, keyFile string) map[string]any {
 }
 
 // addHTTPSClient adds a client agent that serves the HTTP API over HTTPS
-// only (ports.http = -1) and returns it with its https:// URL.
+// only (ports.http = -1, the cluster's ClientHTTPS) and returns it with
+// its https:// URL.
 func (tc *tlsCluster) addHTTPSClient(t *testing.T) (*harness.Agent, string) {
 	t.Helper()
-	port, err := tc.ports.Port()
-	if err != nil {
-		t.Fatal(err)
-	}
-	a := tc.c.AddClient(t, append(configFile(t, "client-tls.json", tc.config(tc.cliCert, tc.cliKey)),
-		"-http-port", "-1", "-https-port", strconv.Itoa(port))...)
-	return a, "https://" + net.JoinHostPort(harness.Loopback, strconv.Itoa(port))
+	a := tc.c.AddClient(t, configFile(t, "client-tls.json", tc.config(tc.cliCert, tc.cliKey))...)
+	return a, a.HTTPURL()
 }
 
 // TestTLSCluster: three servers and two clients with mutual TLS on the
 // server port (verify_incoming, verify_outgoing, verify_server_hostname),
-// the HTTPS API with client certificates and a gossip key; the clients
-// serve HTTPS only (ports.http = -1). The cluster forms and replicates,
+// the HTTPS API with client certificates and a gossip key; every agent
+// serves HTTPS only (ports.http = -1), which plaintext HTTP cannot read. The cluster forms and replicates,
 // the official client works over HTTPS with a certificate, and a
 // plaintext RPC client, an HTTPS client without a certificate, a server of
 // another CA and an agent with another gossip key are refused, with
@@ -166,12 +165,17 @@ func TestTLSCluster(t *testing.T) {
 	if _, err := consul.KV().Put(&api.KVPair{Key: "tls/written", Value: []byte("over https")}, nil); err != nil {
 		t.Fatalf("KV put over HTTPS through the client agent: %v", err)
 	}
-	// Replicated to every server (read on each with ?stale over plain
-	// HTTP, which the servers still serve to the harness).
+	// Replicated to every server (read on each with ?stale over HTTPS
+	// with the operator's certificate).
 	for _, s := range c.Servers() {
 		eventually(t, 10*time.Second, "replication to "+s.Node(), func() error {
-			return kvHas(ctx, s.HTTPAddr(), "tls/written", "over https")
+			return kvHas(ctx, s, "tls/written", "over https")
 		})
+	}
+	for _, a := range c.Agents() {
+		if l, err := harness.StatusLeader(ctx, a.HTTPAddr()); err == nil {
+			t.Errorf("%s answered plaintext HTTP on its API port (leader %q)", a.Node(), l)
+		}
 	}
 	if !client.Running() {
 		t.Fatal("client agent stopped")
@@ -260,7 +264,7 @@ func TestTLSCluster(t *testing.T) {
 				t.Fatalf("rogue server %s is a raft peer: %v", p, peers)
 			}
 		}
-		if err := kvHas(ctx, r.HTTPAddr(), "tls/written", "over https"); err == nil {
+		if err := kvHas(ctx, r, "tls/written", "over https"); err == nil {
 			t.Fatal("the rogue server has the cluster's data")
 		}
 	})
@@ -296,11 +300,11 @@ func TestTLSCluster(t *testing.T) {
 			eventually(t, 30*time.Second, "a write through "+url+" after the failover", func() error {
 				return rc.kvPut(ctx, url, key, value)
 			})
-			if err := kvHas(ctx, newLeader.HTTPAddr(), key, value); err != nil {
+			if err := kvHas(ctx, newLeader, key, value); err != nil {
 				t.Error(err)
 			}
 		}
-		if err := kvHas(ctx, newLeader.HTTPAddr(), "tls/written", "over https"); err != nil {
+		if err := kvHas(ctx, newLeader, "tls/written", "over https"); err != nil {
 			t.Errorf("the write from before the failover: %v", err)
 		}
 		if !client.Running() || !client2.Running() {
@@ -335,13 +339,18 @@ func isReset(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "connection reset")
 }
 
-// kvHas checks key's value with a stale read of the agent at httpAddr.
-func kvHas(ctx context.Context, httpAddr, key, want string) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+httpAddr+"/v1/kv/"+key+"?raw&stale", nil)
+// kvHas checks key's value with a stale read of a, over HTTPS with the
+// harness's client certificate when a serves HTTPS.
+func kvHas(ctx context.Context, a *harness.Agent, key, want string) error {
+	hc, err := a.HTTPClient()
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.HTTPURL()+"/v1/kv/"+key+"?raw&stale", nil)
+	if err != nil {
+		return err
+	}
+	resp, err := hc.Do(req)
 	if err != nil {
 		return err
 	}

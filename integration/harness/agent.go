@@ -2,8 +2,10 @@ package harness
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"net"
+	"net/http"
 	"strconv"
 	"testing"
 )
@@ -39,6 +41,8 @@ func (m Mode) String() string {
 
 // AgentPorts are the ports one agent listens on, all on 127.0.0.1.
 type AgentPorts struct {
+	// HTTP is the HTTP API's port: -http-port, or -https-port (with
+	// -http-port -1) when AgentConfig.HTTPS is set.
 	HTTP    int
 	GRPC    int
 	Server  int
@@ -75,6 +79,11 @@ type AgentConfig struct {
 	// Ports are passed as -http-port, -grpc-port, -server-port,
 	// -serf-lan-port, -dns-port and -serf-wan-port.
 	Ports AgentPorts
+	// HTTPS, when set, serves the HTTP API over HTTPS only on Ports.HTTP
+	// (-http-port -1 -https-port Ports.HTTP) and is how the harness probes
+	// it; nil keeps plaintext HTTP. The agent's certificate must come from
+	// its configuration (ExtraArgs).
+	HTTPS *HTTPSConfig
 	// BootstrapExpect is -bootstrap-expect for servers (ignored otherwise).
 	BootstrapExpect int
 	// RetryJoin lists host:port Serf LAN addresses, one -retry-join each.
@@ -107,7 +116,13 @@ func (c AgentConfig) Args() []string {
 		"-node", c.Node,
 		"-bind", Loopback,
 		"-client", Loopback,
-		"-http-port", strconv.Itoa(c.Ports.HTTP),
+	)
+	if c.HTTPS != nil {
+		args = append(args, "-http-port", "-1", "-https-port", strconv.Itoa(c.Ports.HTTP))
+	} else {
+		args = append(args, "-http-port", strconv.Itoa(c.Ports.HTTP))
+	}
+	args = append(args,
 		"-grpc-port", strconv.Itoa(c.Ports.GRPC),
 		"-server-port", strconv.Itoa(c.Ports.Server),
 		"-serf-lan-port", strconv.Itoa(c.Ports.SerfLAN),
@@ -138,6 +153,11 @@ func (c AgentConfig) validate() error {
 	case c.Mode < ModeServer || c.Mode > ModeDev:
 		return fmt.Errorf("%w: agent %q: unknown mode %d", ErrInvalidConfig, c.Node, c.Mode)
 	}
+	if c.HTTPS != nil {
+		if err := c.HTTPS.validate(); err != nil {
+			return fmt.Errorf("agent %q: %w", c.Node, err)
+		}
+	}
 	return nil
 }
 
@@ -157,6 +177,7 @@ func newAgent(cfg AgentConfig) (*Agent, error) {
 	cfg.RetryJoin = append([]string(nil), cfg.RetryJoin...)
 	cfg.ExtraArgs = append([]string(nil), cfg.ExtraArgs...)
 	cfg.Env = append([]string(nil), cfg.Env...)
+	cfg.HTTPS = cfg.HTTPS.clone()
 	p, err := NewProcess(ProcessConfig{
 		Name:    cfg.Node,
 		Path:    cfg.Binary,
@@ -193,6 +214,7 @@ func (a *Agent) Config() AgentConfig {
 	c.RetryJoin = append([]string(nil), c.RetryJoin...)
 	c.ExtraArgs = append([]string(nil), c.ExtraArgs...)
 	c.Env = append([]string(nil), c.Env...)
+	c.HTTPS = c.HTTPS.clone()
 	return c
 }
 
@@ -213,11 +235,52 @@ func (a *Agent) Ports() AgentPorts { return a.cfg.Ports }
 func (a *Agent) DataDir() string { return a.cfg.DataDir }
 
 // HTTPAddr returns "127.0.0.1:<http-port>", the form consul/api's
-// Config.Address takes.
+// Config.Address takes; with HTTPS set it is the HTTPS port, so pair it with
+// Scheme.
 func (a *Agent) HTTPAddr() string { return hostPort(a.cfg.Ports.HTTP) }
 
-// HTTPURL returns "http://127.0.0.1:<http-port>".
-func (a *Agent) HTTPURL() string { return "http://" + a.HTTPAddr() }
+// Scheme returns "https" when the agent serves its API over HTTPS, else
+// "http": consul/api's Config.Scheme.
+func (a *Agent) Scheme() string {
+	if a.cfg.HTTPS != nil {
+		return "https"
+	}
+	return "http"
+}
+
+// HTTPURL returns "http://127.0.0.1:<http-port>", or "https://..." when the
+// agent serves HTTPS: what -http-addr and CONSUL_HTTP_ADDR take.
+func (a *Agent) HTTPURL() string { return a.Scheme() + "://" + a.HTTPAddr() }
+
+// HTTPS returns a copy of the agent's HTTPS setting, nil for plaintext.
+func (a *Agent) HTTPS() *HTTPSConfig { return a.cfg.HTTPS.clone() }
+
+// HTTPClient returns a client for the agent's API: plaintext, or trusting
+// HTTPS.CAFile and presenting HTTPS.CertFile, loaded now. It keeps no
+// connections alive (the agent may be killed) and bounds each request.
+func (a *Agent) HTTPClient() (*http.Client, error) { return newHTTPClient(a.cfg.HTTPS) }
+
+// GetJSON GETs path (with its query) from the agent's API, over HTTPS when
+// the agent serves it, and decodes a 200 answer into out; other statuses
+// give an error wrapping ErrHTTPStatus.
+func (a *Agent) GetJSON(ctx context.Context, path string, out any) error {
+	return a.endpoint().getJSON(ctx, path, out)
+}
+
+// StatusLeader asks the agent for /v1/status/leader: the leader's
+// ServerAddr, or "" when it knows none.
+func (a *Agent) StatusLeader(ctx context.Context) (string, error) {
+	return a.endpoint().statusLeader(ctx)
+}
+
+// StatusPeers asks the agent for /v1/status/peers: the voters' ServerAddrs.
+func (a *Agent) StatusPeers(ctx context.Context) ([]string, error) {
+	return a.endpoint().statusPeers(ctx)
+}
+
+func (a *Agent) endpoint() endpoint {
+	return endpoint{base: a.HTTPURL(), https: a.cfg.HTTPS}
+}
 
 // GRPCAddr returns "127.0.0.1:<grpc-port>" (xDS).
 func (a *Agent) GRPCAddr() string { return hostPort(a.cfg.Ports.GRPC) }

@@ -39,6 +39,11 @@ type ClusterConfig struct {
 	ClientArgs []string
 	// Env is appended to every agent's environment.
 	Env []string
+	// ServerHTTPS and ClientHTTPS, when set, make the servers' and the
+	// clients' (AddClient's too) HTTP API HTTPS-only and are how the
+	// harness probes them (AgentConfig.HTTPS); nil keeps plaintext.
+	ServerHTTPS *HTTPSConfig
+	ClientHTTPS *HTTPSConfig
 }
 
 // DevConfig describes a single `trellis agent -dev` on free ports.
@@ -50,6 +55,9 @@ type DevConfig struct {
 	LogLevel  string
 	ExtraArgs []string
 	Env       []string
+	// HTTPS makes the API HTTPS-only (AgentConfig.HTTPS); nil keeps
+	// plaintext.
+	HTTPS *HTTPSConfig
 }
 
 // Cluster is a set of agents started together. Servers retry-join each
@@ -107,6 +115,7 @@ func StartDev(t testing.TB, cfg DevConfig) *Cluster {
 		LogLevel:  cfg.LogLevel,
 		ExtraArgs: cfg.ExtraArgs,
 		Env:       cfg.Env,
+		HTTPS:     cfg.HTTPS,
 	})
 	if err != nil {
 		t.Fatalf("harness: %v", err)
@@ -151,7 +160,7 @@ func newCluster(t testing.TB, cfg ClusterConfig) (*Cluster, error) {
 				join = append(join, addr)
 			}
 		}
-		a, err := c.prepare(ModeServer, fmt.Sprintf("%sserver-%d", cfg.NamePrefix, i), p, join, cfg.ServerArgs)
+		a, err := c.prepare(ModeServer, fmt.Sprintf("%sserver-%d", cfg.NamePrefix, i), p, join, cfg.ServerArgs, cfg.ServerHTTPS)
 		if err != nil {
 			return nil, err
 		}
@@ -162,7 +171,7 @@ func newCluster(t testing.TB, cfg ClusterConfig) (*Cluster, error) {
 		if err != nil {
 			return nil, err
 		}
-		a, err := c.prepare(ModeClient, fmt.Sprintf("%sclient-%d", cfg.NamePrefix, i), p, allSerf, cfg.ClientArgs)
+		a, err := c.prepare(ModeClient, fmt.Sprintf("%sclient-%d", cfg.NamePrefix, i), p, allSerf, cfg.ClientArgs, cfg.ClientHTTPS)
 		if err != nil {
 			return nil, err
 		}
@@ -171,7 +180,7 @@ func newCluster(t testing.TB, cfg ClusterConfig) (*Cluster, error) {
 	return c, nil
 }
 
-func (c *Cluster) prepare(mode Mode, node string, ports AgentPorts, join, extra []string) (*Agent, error) {
+func (c *Cluster) prepare(mode Mode, node string, ports AgentPorts, join, extra []string, https *HTTPSConfig) (*Agent, error) {
 	dataDir := filepath.Join(c.cfg.Dir, node, "data")
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("harness: data dir of %s: %w", node, err)
@@ -188,6 +197,7 @@ func (c *Cluster) prepare(mode Mode, node string, ports AgentPorts, join, extra 
 		LogLevel:        c.cfg.LogLevel,
 		ExtraArgs:       extra,
 		Env:             c.cfg.Env,
+		HTTPS:           https,
 	})
 }
 
@@ -207,7 +217,7 @@ func (c *Cluster) AddClient(t testing.TB, extraArgs ...string) *Agent {
 		join = append(join, s.SerfLANAddr())
 	}
 	args := append(append([]string(nil), c.cfg.ClientArgs...), extraArgs...)
-	a, err := c.prepare(ModeClient, fmt.Sprintf("%sclient-%d", c.cfg.NamePrefix, len(c.clients)), p, join, args)
+	a, err := c.prepare(ModeClient, fmt.Sprintf("%sclient-%d", c.cfg.NamePrefix, len(c.clients)), p, join, args, c.cfg.ClientHTTPS)
 	if err != nil {
 		t.Fatalf("harness: %v", err)
 	}
@@ -252,11 +262,21 @@ func (c *Cluster) ServerByAddr(addr string) *Agent {
 	return nil
 }
 
-// HTTPAddrs returns every server's HTTP address.
+// HTTPAddrs returns every server's HTTP address (host:port, whichever the
+// scheme; HTTPURLs has the scheme).
 func (c *Cluster) HTTPAddrs() []string {
 	out := make([]string, 0, len(c.servers))
 	for _, s := range c.servers {
 		out = append(out, s.HTTPAddr())
+	}
+	return out
+}
+
+// HTTPURLs returns every server's HTTPURL.
+func (c *Cluster) HTTPURLs() []string {
+	out := make([]string, 0, len(c.servers))
+	for _, s := range c.servers {
+		out = append(out, s.HTTPURL())
 	}
 	return out
 }
@@ -286,7 +306,7 @@ func (c *Cluster) Leader(ctx context.Context) (*Agent, error) {
 	agreed := ""
 	ok := true
 	for i, s := range running {
-		leader, err := StatusLeader(ctx, s.HTTPAddr())
+		leader, err := s.StatusLeader(ctx)
 		switch {
 		case err != nil:
 			answers[i] = fmt.Sprintf("%s: %v", s.Node(), err)
@@ -392,7 +412,7 @@ func (c *Cluster) pendingClients(ctx context.Context) []string {
 		if !a.Running() {
 			continue
 		}
-		got, err := StatusLeader(ctx, a.HTTPAddr())
+		got, err := a.StatusLeader(ctx)
 		if err != nil || got != l.ServerAddr() {
 			pending = append(pending, fmt.Sprintf("%s: leader %q err %v", a.Node(), got, err))
 		}

@@ -16,14 +16,7 @@ import (
 // in fake-agent mode; the returned function sets the leader they report.
 func fakeCluster(t *testing.T, servers, clients int, env ...string) (*Cluster, func(addr string)) {
 	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ports, err := NewPortAllocator(PortAllocatorConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	self, ports := selfAndPorts(t)
 	leaderFile := filepath.Join(t.TempDir(), "leader")
 	c := StartCluster(t, ClusterConfig{
 		Binary:  self,
@@ -223,14 +216,7 @@ func TestClusterCleanupKillsEverything(t *testing.T) {
 }
 
 func TestStartDev(t *testing.T) {
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ports, err := NewPortAllocator(PortAllocatorConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	self, ports := selfAndPorts(t)
 	leaderFile := filepath.Join(t.TempDir(), "leader")
 	c := StartDev(t, DevConfig{
 		Binary:    self,
@@ -276,6 +262,9 @@ func TestAgentConfigValidate(t *testing.T) {
 		{"client without data dir", func(c *AgentConfig) { c.Mode = ModeClient; c.DataDir = "" }, false},
 		{"server without bootstrap-expect", func(c *AgentConfig) { c.BootstrapExpect = 0 }, false},
 		{"bad mode", func(c *AgentConfig) { c.Mode = 7 }, false},
+		{"https", func(c *AgentConfig) { c.HTTPS = &HTTPSConfig{CAFile: "ca", CertFile: "c", KeyFile: "k"} }, true},
+		{"https without a CA", func(c *AgentConfig) { c.HTTPS = &HTTPSConfig{CertFile: "c", KeyFile: "k"} }, false},
+		{"https cert without key", func(c *AgentConfig) { c.HTTPS = &HTTPSConfig{CAFile: "ca", CertFile: "c"} }, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

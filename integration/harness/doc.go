@@ -10,6 +10,12 @@
 // Every process is killed in t.Cleanup, and when the test failed the tail of
 // each process log is printed, so a red CI run shows what the servers said.
 //
+// Probes speak plaintext HTTP unless an agent has an HTTPSConfig
+// (AgentConfig.HTTPS, ClusterConfig.ServerHTTPS and ClientHTTPS): such an
+// agent serves its API over HTTPS only, and WaitForLeader, WaitForClients,
+// Agent.GetJSON and Agent.HTTPClient reach it with the configured CA and
+// client certificate; Agent.HTTPURL carries the scheme.
+//
 // A typical scenario:
 //
 //	ports, _ := harness.NewPortAllocator(harness.PortAllocatorConfig{})

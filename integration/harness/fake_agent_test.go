@@ -1,6 +1,8 @@
 package harness
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -29,6 +31,12 @@ const (
 	// fakeCrashNodeEnv makes the agent whose -node matches exit with status
 	// 3 right after start (tests crash detection).
 	fakeCrashNodeEnv = "TRELLIS_FAKE_CRASH_NODE"
+	// fakeTLSCertEnv, fakeTLSKeyEnv and fakeTLSCAEnv name the PEM files
+	// the fake agent serves -https-port with; it demands a client
+	// certificate of the CA, as verify_incoming does.
+	fakeTLSCertEnv = "TRELLIS_FAKE_TLS_CERT"
+	fakeTLSKeyEnv  = "TRELLIS_FAKE_TLS_KEY"
+	fakeTLSCAEnv   = "TRELLIS_FAKE_TLS_CA"
 	// fakeConfigPrefix starts the log line with the parsed flags.
 	fakeConfigPrefix = "fake-agent config: "
 	// fakeInterruptLine is logged when SIGINT arrives.
@@ -46,6 +54,7 @@ type fakeConfig struct {
 	Bind            string
 	Client          string
 	HTTPPort        int
+	HTTPSPort       int
 	GRPCPort        int
 	ServerPort      int
 	SerfLANPort     int
@@ -78,6 +87,7 @@ func parseFakeAgent(args []string) (fakeConfig, error) {
 	fs.StringVar(&c.Bind, "bind", "", "")
 	fs.StringVar(&c.Client, "client", "", "")
 	fs.IntVar(&c.HTTPPort, "http-port", 0, "")
+	fs.IntVar(&c.HTTPSPort, "https-port", 0, "")
 	fs.IntVar(&c.GRPCPort, "grpc-port", 0, "")
 	fs.IntVar(&c.ServerPort, "server-port", 0, "")
 	fs.IntVar(&c.SerfLANPort, "serf-lan-port", 0, "")
@@ -124,7 +134,7 @@ func runChild(mode string, args []string) int {
 		return 3
 	}
 
-	ln, err := net.Listen("tcp", net.JoinHostPort(cfg.Client, strconv.Itoa(cfg.HTTPPort)))
+	ln, err := fakeListener(cfg)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "fake-agent: %v\n", err)
 		return 1
@@ -144,4 +154,26 @@ func runChild(mode string, args []string) int {
 	err = srv.Serve(ln)
 	fmt.Fprintf(os.Stderr, "fake-agent: %v\n", err)
 	return 1
+}
+
+// fakeListener listens on -http-port, or with TLS on -https-port when
+// -http-port is -1, as the real agent does.
+func fakeListener(cfg fakeConfig) (net.Listener, error) {
+	if cfg.HTTPPort != -1 {
+		return net.Listen("tcp", net.JoinHostPort(cfg.Client, strconv.Itoa(cfg.HTTPPort)))
+	}
+	cert, err := tls.LoadX509KeyPair(os.Getenv(fakeTLSCertEnv), os.Getenv(fakeTLSKeyEnv))
+	if err != nil {
+		return nil, err
+	}
+	ca, err := os.ReadFile(os.Getenv(fakeTLSCAEnv))
+	if err != nil {
+		return nil, err
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	return tls.Listen("tcp", net.JoinHostPort(cfg.Client, strconv.Itoa(cfg.HTTPSPort)), &tls.Config{
+		Certificates: []tls.Certificate{cert}, ClientCAs: pool,
+		ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
+	})
 }

@@ -21,3 +21,18 @@ func TestMain(m *testing.M) {
 	// are killed; goleak fails the package run if one survives.
 	goleak.VerifyTestMain(m)
 }
+
+// selfAndPorts returns this test binary, which runs as a fake agent under
+// childEnv, and a fresh port allocator.
+func selfAndPorts(t *testing.T) (string, *PortAllocator) {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports, err := NewPortAllocator(PortAllocatorConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return self, ports
+}

@@ -15,14 +15,7 @@ import (
 // free port; env adds knobs such as fakeIgnoreSIGINTEnv.
 func childProcess(t *testing.T, stopTimeout time.Duration, env ...string) *Process {
 	t.Helper()
-	self, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ports, err := NewPortAllocator(PortAllocatorConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	self, ports := selfAndPorts(t)
 	ap, err := AllocateAgentPorts(ports)
 	if err != nil {
 		t.Fatal(err)
