@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/trellis-mesh/trellis/structs"
@@ -24,50 +23,17 @@ func (s *Server) startACLs(ctx context.Context) (stop func()) {
 	if !s.cfg.ACLs.Enabled {
 		return func() {}
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		s.runACLLeader(ctx)
-	}()
-	return func() {
-		cancel()
-		wg.Wait()
-	}
-}
-
-func (s *Server) runACLLeader(ctx context.Context) {
-	backoff := 100 * time.Millisecond
-	for {
-		err := s.initializeACLs()
-		if err == nil {
-			break
-		}
-		s.logger.Error("failed to initialize ACLs, will retry", "error", err, "retry_in", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, caBootstrapRetryMax)
-	}
 	every := s.cfg.ACLs.ReapInterval
 	if every <= 0 {
 		every = time.Minute
 	}
-	reap := time.NewTicker(every)
-	defer reap.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-reap.C:
-			if err := s.reapExpiredTokens(time.Now()); err != nil {
-				s.logger.Warn("failed to reap expired ACL tokens", "error", err)
-			}
-		}
-	}
+	return s.startLeaderDuty(ctx, leaderDuty{
+		what:  "ACLs",
+		setup: s.initializeACLs,
+		every: every,
+		tick:  s.reapExpiredTokens,
+		fails: "failed to reap expired ACL tokens",
+	})
 }
 
 // initializeACLs creates what is missing: the global-management policy,

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/trellis-mesh/trellis/connect/ca"
@@ -13,8 +12,6 @@ import (
 // have a valid leaf (Consul's caRootPruneInterval).
 const caPruneInterval = time.Hour
 
-// caBootstrapRetryMax bounds the wait between failed bootstrap attempts.
-const caBootstrapRetryMax = 30 * time.Second
 
 // startConnectCA runs the leader's CA duties for one term: it creates the
 // CA if the cluster has none (retrying until it succeeds or leadership
@@ -25,47 +22,14 @@ func (s *Server) startConnectCA(ctx context.Context) (stop func()) {
 	if s.cfg.Connect.Disabled {
 		return func() {}
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		s.runConnectCALeader(ctx)
-	}()
-	return func() {
-		cancel()
-		wg.Wait()
-	}
-}
-
-func (s *Server) runConnectCALeader(ctx context.Context) {
 	s.connectCA.resetSerials()
-	backoff := 100 * time.Millisecond
-	for {
-		err := s.bootstrapConnectCA()
-		if err == nil {
-			break
-		}
-		s.logger.Error("failed to initialize the Connect CA, will retry", "error", err, "retry_in", backoff)
-		select {
-		case <-ctx.Done():
-			return
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, caBootstrapRetryMax)
-	}
-	prune := time.NewTicker(caPruneInterval)
-	defer prune.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-prune.C:
-			if err := s.pruneCARoots(time.Now()); err != nil {
-				s.logger.Warn("failed to prune old CA roots", "error", err)
-			}
-		}
-	}
+	return s.startLeaderDuty(ctx, leaderDuty{
+		what:  "the Connect CA",
+		setup: s.bootstrapConnectCA,
+		every: caPruneInterval,
+		tick:  s.pruneCARoots,
+		fails: "failed to prune old CA roots",
+	})
 }
 
 // bootstrapConnectCA creates the cluster ID, the configuration and the

@@ -1,6 +1,7 @@
 package ca
 
 import (
+	"crypto"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -33,15 +34,7 @@ func NewAgentCA(req AgentCARequest) (certPEM, keyPEM string, err error) {
 	if req.Now.IsZero() {
 		req.Now = time.Now()
 	}
-	key, keyPEM, err := GenerateKey("ec", 256)
-	if err != nil {
-		return "", "", err
-	}
-	serial, err := randomSerial()
-	if err != nil {
-		return "", "", err
-	}
-	keyID, err := KeyID(key.Public())
+	key, keyPEM, serial, keyID, err := newAgentKey()
 	if err != nil {
 		return "", "", err
 	}
@@ -107,15 +100,7 @@ func SignAgentCert(req AgentCertRequest) (certPEM, keyPEM string, err error) {
 	if !certMatchesKey(caCert, caKey) {
 		return "", "", fmt.Errorf("%w: the CA key does not match the CA certificate", ErrInvalidKey)
 	}
-	key, keyPEM, err := GenerateKey("ec", 256)
-	if err != nil {
-		return "", "", err
-	}
-	serial, err := randomSerial()
-	if err != nil {
-		return "", "", err
-	}
-	keyID, err := KeyID(key.Public())
+	key, keyPEM, serial, keyID, err := newAgentKey()
 	if err != nil {
 		return "", "", err
 	}
@@ -141,6 +126,21 @@ func SignAgentCert(req AgentCertRequest) (certPEM, keyPEM string, err error) {
 }
 
 // randomSerial is a 128-bit random serial number.
+// newAgentKey makes the EC P-256 key of a new agent CA or certificate, with
+// the certificate's random serial and the key's ID.
+func newAgentKey() (key crypto.Signer, keyPEM string, serial *big.Int, keyID []byte, err error) {
+	if key, keyPEM, err = GenerateKey("ec", 256); err != nil {
+		return nil, "", nil, nil, err
+	}
+	if serial, err = randomSerial(); err != nil {
+		return nil, "", nil, nil, err
+	}
+	if keyID, err = KeyID(key.Public()); err != nil {
+		return nil, "", nil, nil, err
+	}
+	return key, keyPEM, serial, keyID, nil
+}
+
 func randomSerial() (*big.Int, error) {
 	n, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 128))
 	if err != nil {
