@@ -12,7 +12,6 @@ import (
 // have a valid leaf (Consul's caRootPruneInterval).
 const caPruneInterval = time.Hour
 
-
 // startConnectCA runs the leader's CA duties for one term: it creates the
 // CA if the cluster has none (retrying until it succeeds or leadership
 // ends), then prunes expired roots periodically. The leader loop calls it
