@@ -38,7 +38,10 @@ func (s *Server) endpointTable() map[string]endpoint {
 	handle(t, structs.MethodOperatorRaftConfig, s.operatorRaftConfig)
 	handle(t, structs.MethodOperatorRaftRemovePeer, s.operatorRaftRemovePeer)
 	handle(t, structs.MethodStatusRaftStats, s.statusRaftStats)
-	for _, m := range []structs.MethodInfo{structs.MethodStatusLeader, structs.MethodStatusPeers, structs.MethodOperatorRaftConfig, structs.MethodStatusRaftStats} {
+	// The Raft configuration is the leader's (Consul forwards it unless
+	// ?stale): a follower that has not heard from a new leader yet would
+	// report none.
+	for _, m := range []structs.MethodInfo{structs.MethodStatusLeader, structs.MethodStatusPeers, structs.MethodStatusRaftStats} {
 		servedHere(t, m)
 	}
 	handle(t, structs.MethodOperatorServerHealth, s.operatorServerHealth)
