@@ -276,9 +276,9 @@ func nodeCheckStatus(ctx context.Context, rc *rawClient, addr, node, checkID, wa
 
 // TestAgentRefusesProtectionNotProvided: the real binary, given a config
 // or flag that asks for protection it cannot give (a feature Trellis does
-// not provide yet, or TLS verification without a CA to verify with, a gossip
-// key that is not one), exits non-zero before it serves anything, naming
-// the setting. Each run has free ports, so that a start that wrongly
+// not provide yet, TLS verification without a CA to verify with, a gossip
+// key that is not one, auto_encrypt where it cannot apply), exits non-zero
+// before it serves anything, naming the setting. Each run has free ports, so that a start that wrongly
 // succeeds takes nothing of anyone's.
 func TestAgentRefusesProtectionNotProvided(t *testing.T) {
 	ctx := scenarioContext(t)
@@ -291,7 +291,8 @@ func TestAgentRefusesProtectionNotProvided(t *testing.T) {
 		want []string // in stderr
 	}{
 		{"acl deny by default", `{"acl": {"enabled": true, "default_policy": "deny"}}`, nil, []string{"acl.enabled", "refusing to start"}},
-		{"auto_encrypt", `{"auto_encrypt": {"tls": true}}`, nil, []string{"auto_encrypt.tls", "refusing to start"}},
+		{"auto_config", `{"auto_config": {"enabled": true}}`, nil, []string{"auto_config.enabled", "refusing to start"}},
+		{"auto_encrypt on a server", `{"auto_encrypt": {"tls": true}}`, nil, []string{"auto_encrypt.tls can only be used on a client"}},
 		{"tls verification without a CA", `{"tls": {"defaults": {"verify_incoming": true}}}`, nil,
 			[]string{"tls.defaults.verify_incoming", "names a CA to verify with"}},
 		{"a gossip key that is not one", "", []string{"-encrypt", "c2hvcnQ="}, []string{"encrypt has invalid key"}},
