@@ -316,3 +316,28 @@ node_prefix "" { policy = "read" }`}, w)
 		time.Sleep(100 * time.Millisecond)
 	}
 }
+
+// TestLeafSignedWithRegistrationTokenACL: with default deny and an agent
+// without a token of its own, a service's leaf is signed with the token it
+// was registered with, as Consul's are, so that a caller allowed to write
+// the service gets its certificate; a caller without service:write does
+// not.
+func TestLeafSignedWithRegistrationTokenACL(t *testing.T) {
+	c, root, _ := aclAgent(t)
+	web := tokenWith(t, c, root, "web-writer", `service "web" { policy = "write" }`)
+	reg := &api.AgentServiceRegistration{Name: "web", Port: 8080}
+	if err := c.Agent().ServiceRegisterOpts(reg, api.ServiceRegisterOpts{Token: web.SecretID}); err != nil {
+		t.Fatalf("register with a token that may write web: %v", err)
+	}
+	leaf, _, err := c.Agent().ConnectCALeaf("web", &api.QueryOptions{Token: web.SecretID})
+	if err != nil {
+		t.Fatalf("leaf for web with its registration token: %v", err)
+	}
+	if leaf.Service != "web" || leaf.CertPEM == "" {
+		t.Fatalf("leaf %+v", leaf)
+	}
+	other := tokenWith(t, c, root, "db-writer", `service "db" { policy = "write" }`)
+	if _, _, err := c.Agent().ConnectCALeaf("web", &api.QueryOptions{Token: other.SecretID}); err == nil || !strings.Contains(err.Error(), "Permission denied") {
+		t.Fatalf("leaf for web with a token for db: %v, want Permission denied", err)
+	}
+}

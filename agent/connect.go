@@ -22,7 +22,7 @@ func (a *Agent) startConnect() (*leafcert.Manager, error) {
 		RPC:        a,
 		Datacenter: a.rc.Datacenter,
 		Logger:     a.logger.With("component", "leafcert"),
-		Token:      a.tokens.AgentToken,
+		Token:      a.leafToken,
 	})
 	if err != nil {
 		return nil, err
@@ -39,6 +39,18 @@ func (a *Agent) connectHTTPConfig(leaf *leafcert.Manager) (httpapi.LeafCerts, ht
 		lc = httpLeafCerts{leaf}
 	}
 	return lc, intentionAuthorizer{rpc: a, dc: a.rc.Datacenter}
+}
+
+// leafToken is the token a leaf for service is signed with: the token of
+// a local registration of the service or of a proxy for it, as Consul signs
+// with the registration's token, else the agent token.
+func (a *Agent) leafToken(service string) string {
+	if a.local != nil {
+		if t := a.local.state.RegistrationToken(service); t != "" {
+			return t
+		}
+	}
+	return a.tokens.AgentToken()
 }
 
 // httpLeafCerts gives the HTTP API the leaf manager's answers with its

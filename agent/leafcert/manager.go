@@ -91,9 +91,10 @@ type Config struct {
 	Datacenter string
 	// Logger defaults to discarding.
 	Logger *slog.Logger
-	// Token gives the ACL token sent with signing requests (the agent's
-	// token); nil sends none.
-	Token func() string
+	// Token gives the ACL token sent with the signing request of a
+	// service's leaf (the service's registration token, else the agent's);
+	// nil sends none.
+	Token func(service string) string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 
@@ -400,7 +401,7 @@ func (m *Manager) fetch(e *entry) error {
 	defer cancel()
 	var reply structs.IssuedCert
 	err = structs.MethodConnectCASign.Call(ctx, m.cfg.RPC, &structs.CASignRequest{
-		CSR: csrPEM, WriteRequest: structs.WriteRequest{Datacenter: m.cfg.Datacenter, Token: m.token()},
+		CSR: csrPEM, WriteRequest: structs.WriteRequest{Datacenter: m.cfg.Datacenter, Token: m.token(e.service)},
 	}, &reply)
 	if err != nil {
 		m.setError(e, err)
@@ -553,10 +554,11 @@ func maxTime(a, b time.Time) time.Time {
 	return b
 }
 
-// token is the token of signing requests ("" without Config.Token).
-func (m *Manager) token() string {
+// token is the token of the signing requests for service ("" without
+// Config.Token).
+func (m *Manager) token(service string) string {
 	if m.cfg.Token == nil {
 		return ""
 	}
-	return m.cfg.Token()
+	return m.cfg.Token(service)
 }

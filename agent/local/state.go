@@ -243,6 +243,24 @@ func (s *State) ServiceToken(id string) string {
 	return ""
 }
 
+// RegistrationToken is the ACL token of a registration of the service
+// named name, or of a proxy for it ("" when none carries one): what a leaf
+// certificate for that name is signed with, as Consul signs with the
+// registration's token. It reads every entry without copying any.
+func (s *State) RegistrationToken(name string) string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	for _, e := range s.services {
+		if e.deleted || e.token == "" {
+			continue
+		}
+		if e.svc.Service == name || (e.svc.Kind == structs.ServiceKindConnectProxy && e.svc.Proxy.DestinationServiceName == name) {
+			return e.token
+		}
+	}
+	return ""
+}
+
 // WatchService returns a copy of the service registered under id (nil when
 // there is none), its content hash (HashService; "" when none) and a
 // channel that is closed at the next change of that service ID: a
