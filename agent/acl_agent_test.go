@@ -294,6 +294,21 @@ func TestDNSACL(t *testing.T) {
 	if r := ask(); len(r.Answer) != 0 {
 		t.Fatalf("anonymous under default deny got %v", r.Answer)
 	}
+	// The agent's default token answers DNS, as Consul's does.
+	reader := tokenWith(t, c, root, "dns-reader", `service "web" { policy = "read" }
+node_prefix "" { policy = "read" }`)
+	if _, err := c.Agent().UpdateDefaultACLToken(reader.SecretID, &api.WriteOptions{Token: root.SecretID}); err != nil {
+		t.Fatal(err)
+	}
+	if r := ask(); len(r.Answer) != 1 {
+		t.Fatalf("with a default token that may read web: %v", r)
+	}
+	if _, err := c.Agent().UpdateDefaultACLToken("", &api.WriteOptions{Token: root.SecretID}); err != nil {
+		t.Fatal(err)
+	}
+	if r := ask(); len(r.Answer) != 0 {
+		t.Fatalf("anonymous again under default deny got %v", r.Answer)
+	}
 	w := &api.WriteOptions{Token: root.SecretID}
 	pol, _, err := c.ACL().PolicyCreate(&api.ACLPolicy{Name: "anon", Rules: `service "web" { policy = "read" }
 node_prefix "" { policy = "read" }`}, w)

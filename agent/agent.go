@@ -477,6 +477,8 @@ func (a *Agent) startDNS() error {
 		NodeMetaTXT:        d.NodeMetaTXT,
 		DisableCompression: d.DisableCompression,
 		SOA:                agentdns.SOA(d.SOA),
+		// Lookups carry the agent's default token, as Consul's DNS does.
+		Token: a.tokens.UserToken,
 	})
 	if err != nil {
 		return err
