@@ -301,6 +301,12 @@ func (s *Server) Shutdown() error {
 	var err error
 	s.once.Do(func() {
 		s.cancel()
+		// Session expiries under way finish while Raft still runs: an
+		// apply caught in Raft's shutdown can stay unanswered for good
+		// (hashicorp/raft v1.7.3 drops committed entries not yet handed
+		// to the FSM without answering their futures), and close waits
+		// for them.
+		s.sessionTimers.close()
 		s.grpc.Stop()
 		s.unverifiedGRPC.Stop()
 		if f := s.raft.Shutdown(); f.Error() != nil {
@@ -312,7 +318,6 @@ func (s *Server) Shutdown() error {
 		_ = s.transport.Close()
 		_ = s.mux.Close()
 		s.wg.Wait()
-		s.sessionTimers.close()
 		s.pool.Close()
 		if s.raftStore != nil {
 			if cerr := s.raftStore.Close(); cerr != nil && err == nil {
