@@ -141,9 +141,8 @@ func runACLSetAgentToken(args []string, env *Env) int {
 		fmt.Fprintf(env.Stderr, "Unknown token type: %s\n", kind)
 		return 1
 	}
-	cl, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
+	cl, ok := hf.connect(env)
+	if !ok {
 		return 1
 	}
 	if _, err := cl.put(context.Background(), "/v1/agent/token/"+path, nil, map[string]string{"Token": rest[1]}); err != nil {

@@ -57,9 +57,8 @@ func runEvent(args []string, env *Env) int {
 	if fs.NArg() == 1 {
 		payload = []byte(fs.Arg(0))
 	}
-	c, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
+	c, ok := hf.connect(env)
+	if !ok {
 		return 1
 	}
 	q := url.Values{}

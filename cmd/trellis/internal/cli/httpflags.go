@@ -44,6 +44,17 @@ func (h *httpFlags) register(fs *flag.FlagSet, server bool) {
 	}
 }
 
+// connect is client for a command's run: when it fails it prints Consul's
+// message and the command exits 1.
+func (h *httpFlags) connect(env *Env) (*apiClient, bool) {
+	c, err := h.client(env)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
+		return nil, false
+	}
+	return c, true
+}
+
 // client builds the API client from the flags, then the environment.
 func (h *httpFlags) client(env *Env) (*apiClient, error) {
 	cfg := clientConfig{

@@ -96,9 +96,8 @@ func runIntentionCreate(args []string, env *Env) int {
 		}
 		ixns = []*intentionJSON{{SourceName: fs.Arg(0), DestinationName: fs.Arg(1), SourceType: "consul", Action: action, Meta: meta}}
 	}
-	c, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
+	c, ok := hf.connect(env)
+	if !ok {
 		return 1
 	}
 	ctx := context.Background()
@@ -276,9 +275,8 @@ func runIntentionList(args []string, env *Env) int {
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	c, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
+	c, ok := hf.connect(env)
+	if !ok {
 		return 1
 	}
 	var ixns []struct {

@@ -96,9 +96,8 @@ func runIntentionMatch(args []string, env *Env) int {
 	if source {
 		by = "source"
 	}
-	c, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
+	c, ok := hf.connect(env)
+	if !ok {
 		return 1
 	}
 	name := fs.Arg(0)

@@ -101,9 +101,8 @@ func runKeyring(args []string, env *Env) int {
 		fmt.Fprintln(env.Stderr, "Error validating local-only: local-only can only be set for list requests")
 		return 1
 	}
-	c, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
+	c, ok := hf.connect(env)
+	if !ok {
 		return 1
 	}
 	q := url.Values{}

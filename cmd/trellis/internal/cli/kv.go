@@ -65,9 +65,8 @@ func runKVGet(args []string, env *Env) int {
 		fmt.Fprintln(env.Stderr, "Error! Missing KEY argument")
 		return 1
 	}
-	c, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
+	c, ok := hf.connect(env)
+	if !ok {
 		return 1
 	}
 	ctx := context.Background()
@@ -195,9 +194,8 @@ func runKVPut(args []string, env *Env) int {
 		fmt.Fprintln(env.Stderr, "Must specify -modify-index with -cas!")
 		return 1
 	}
-	c, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
+	c, ok := hf.connect(env)
+	if !ok {
 		return 1
 	}
 
@@ -218,7 +216,7 @@ func runKVPut(args []string, env *Env) int {
 		method: http.MethodPut, path: kvPath(key), query: q, withDC: true,
 		body: bytes.NewReader(value), contentType: "application/octet-stream",
 	})
-	ok := err == nil && strings.TrimSpace(string(body)) == "true"
+	ok = err == nil && strings.TrimSpace(string(body)) == "true"
 	switch {
 	case cas:
 		if err != nil {
@@ -335,9 +333,8 @@ func runKVDelete(args []string, env *Env) int {
 		fmt.Fprintln(env.Stderr, "Cannot specify both -cas and -recurse!")
 		return 1
 	}
-	c, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
+	c, ok := hf.connect(env)
+	if !ok {
 		return 1
 	}
 	q := url.Values{}

@@ -44,9 +44,8 @@ func runKVExport(args []string, env *Env) int {
 		fmt.Fprintf(env.Stderr, "Too many arguments (expected 1, got %d)\n", len(rest))
 		return 1
 	}
-	c, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
+	c, ok := hf.connect(env)
+	if !ok {
 		return 1
 	}
 	var pairs []kvPair
@@ -115,9 +114,8 @@ func runKVImport(args []string, env *Env) int {
 		}
 		values[i] = v
 	}
-	c, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
+	c, ok := hf.connect(env)
+	if !ok {
 		return 1
 	}
 	for i, e := range entries {

@@ -89,9 +89,8 @@ func runLock(args []string, env *Env) int {
 	if f.name == "" {
 		f.name = fmt.Sprintf("Consul lock for '%s' at '%s'", strings.Join(child, " "), prefix)
 	}
-	c, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
+	c, ok := hf.connect(env)
+	if !ok {
 		return 1
 	}
 	client, err := api.NewClient(&api.Config{

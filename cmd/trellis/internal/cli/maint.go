@@ -38,9 +38,8 @@ func runMaint(args []string, env *Env) int {
 		fmt.Fprintln(env.Stderr, "Service requires either -enable or -disable")
 		return 1
 	}
-	c, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
+	c, ok := hf.connect(env)
+	if !ok {
 		return 1
 	}
 	ctx := context.Background()

@@ -74,9 +74,8 @@ func runMembers(args []string, env *Env) int {
 		fmt.Fprintf(env.Stderr, "Failed to compile status regexp: %v\n", err)
 		return 1
 	}
-	c, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
+	c, ok := hf.connect(env)
+	if !ok {
 		return 1
 	}
 	q := url.Values{}
@@ -203,9 +202,8 @@ func runJoin(args []string, env *Env) int {
 		fs.Usage()
 		return 1
 	}
-	c, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
+	c, ok := hf.connect(env)
+	if !ok {
 		return 1
 	}
 	q := url.Values{}
@@ -245,9 +243,8 @@ func runLeave(args []string, env *Env) int {
 		fs.Usage()
 		return 1
 	}
-	c, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
+	c, ok := hf.connect(env)
+	if !ok {
 		return 1
 	}
 	if _, err := c.put(context.Background(), "/v1/agent/leave", nil, nil); err != nil {
@@ -282,9 +279,8 @@ func runForceLeave(args []string, env *Env) int {
 		fs.Usage()
 		return 1
 	}
-	c, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
+	c, ok := hf.connect(env)
+	if !ok {
 		return 1
 	}
 	q := url.Values{}

@@ -26,9 +26,8 @@ func runMonitor(args []string, env *Env) int {
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	c, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
+	c, ok := hf.connect(env)
+	if !ok {
 		return 1
 	}
 	ctx, release := interruptContext(env)

@@ -23,9 +23,8 @@ func runReload(args []string, env *Env) int {
 	if code, ok := parseFlags(fs, args); !ok {
 		return code
 	}
-	c, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
+	c, ok := hf.connect(env)
+	if !ok {
 		return 1
 	}
 	if _, err := c.put(context.Background(), "/v1/agent/reload", nil, nil); err != nil {

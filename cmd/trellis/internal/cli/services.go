@@ -138,9 +138,8 @@ func runServicesRegister(args []string, env *Env) int {
 		defs = []serviceDef{d}
 	}
 
-	c, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
+	c, ok := hf.connect(env)
+	if !ok {
 		return 1
 	}
 	for _, d := range defs {
@@ -258,9 +257,8 @@ func runServicesDeregister(args []string, env *Env) int {
 			}
 		}
 	}
-	c, err := hf.client(env)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error connecting to Consul agent: %s\n", err)
+	c, ok := hf.connect(env)
+	if !ok {
 		return 1
 	}
 	for _, sid := range ids {
