@@ -74,6 +74,14 @@ func (f *aclFixture) otherWrites() []aclCase {
 				return f.mgmtStatus(ctx, "/v1/connect/intentions/exact?source=web&destination=db-i-"+k.String(), 404)
 			},
 		},
+		{
+			// Reads in a transaction are not refused: what the token may
+			// not read is left out of the results.
+			name: "txn-gets-filtered", method: "PUT", path: "/v1/txn",
+			body:  `[{"KV":{"Verb":"get","Key":"app/a"}},{"KV":{"Verb":"get","Key":"other/b"}}]`,
+			allow: aclLive, list: listTxnKeys,
+			items: with(same([]string{"app/a", "other/b"}, tokRead, tokMgmt), tokWrite, []string{"app/a"}),
+		},
 		f.txnCase("txn-app-and-other", []string{"app/t-{tok}", "other/t-{tok}"}, allowMgmt, map[aclTok][]int{
 			tokNone: {0, 1}, tokAnon: {0, 1}, tokRead: {0, 1}, tokWrite: {1},
 		}),
@@ -81,6 +89,18 @@ func (f *aclFixture) otherWrites() []aclCase {
 			tokNone: {0}, tokAnon: {0}, tokRead: {0},
 		}),
 	}
+}
+
+// listTxnKeys lists the keys of a transaction's KV results.
+func listTxnKeys(b []byte) ([]string, error) {
+	var r struct{ Results json.RawMessage }
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("decode %q: %w", b, err)
+	}
+	if len(r.Results) == 0 || string(r.Results) == "null" {
+		return nil, nil
+	}
+	return sortedJSON(func(e struct{ KV struct{ Key string } }) string { return e.KV.Key })(r.Results)
 }
 
 // txnCase is a transaction setting each of keys: all or nothing on
