@@ -35,6 +35,8 @@ type connectProxy struct {
 	svcConfig     *structs.ServiceConfigResponse
 	// implicit are the transparent-mode upstream names, sorted.
 	implicit []string
+	// dynamic are the run-time upstream names (SetUpstreams), sorted.
+	dynamic  []string
 	ups      upstreamSet
 	warnedPQ bool
 }
@@ -53,18 +55,31 @@ func (c *connectProxy) start(s *state) error {
 	}); err != nil {
 		return err
 	}
+	_, err := c.watchServiceConfig(s)
+	return err
+}
+
+// watchServiceConfig starts (or, when the upstream names changed,
+// restarts) the watch of the destination's resolved config, which asks
+// for the central config of every declared and run-time upstream. The
+// last result stays in use until the new one arrives.
+func (c *connectProxy) watchServiceConfig(s *state) (bool, error) {
 	var names []string
 	for _, u := range s.svc.Proxy.Upstreams {
 		if u.DestinationType != "prepared_query" && !slices.Contains(names, u.DestinationName) {
 			names = append(names, u.DestinationName)
 		}
 	}
+	for _, n := range c.dynamic {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
 	slices.Sort(names)
-	cfgReq := &structs.ServiceConfigRequest{Name: dest, Upstreams: names, QueryOptions: s.query()}
-	_, err := s.reg.ensure(s.ctx, watchKey{kind: watchServiceConfig}, cfgReq, func(ctx context.Context, corr string) error {
+	cfgReq := &structs.ServiceConfigRequest{Name: s.svc.Proxy.DestinationServiceName, Upstreams: names, QueryOptions: s.query()}
+	return s.reg.ensure(s.ctx, watchKey{kind: watchServiceConfig}, cfgReq, func(ctx context.Context, corr string) error {
 		return s.m.ds.ResolvedServiceConfig.Notify(ctx, cfgReq, corr, s.events)
 	})
-	return err
 }
 
 func (c *connectProxy) handle(s *state, w *watch, ev UpdateEvent) bool {
@@ -125,7 +140,7 @@ func (c *connectProxy) reconcile(s *state) {
 		c.implicit = nil
 	}
 
-	want := make(map[UpstreamID]bool, len(s.svc.Proxy.Upstreams)+len(c.implicit))
+	want := make(map[UpstreamID]bool, len(s.svc.Proxy.Upstreams)+len(c.implicit)+len(c.dynamic))
 	for i := range s.svc.Proxy.Upstreams {
 		up := &s.svc.Proxy.Upstreams[i]
 		if up.DestinationType == "prepared_query" {
@@ -143,7 +158,7 @@ func (c *connectProxy) reconcile(s *state) {
 		cfg := c.upstreamConfig(up.DestinationName)
 		c.ups.set(s, id, up, cfg, c.chainRequest(s, up, cfg))
 	}
-	for _, name := range c.implicit {
+	for _, name := range slices.Concat(c.implicit, c.dynamic) {
 		id := UpstreamID(name)
 		if want[id] || name == dest || name == structs.WildcardSpecifier {
 			continue
