@@ -1,20 +1,32 @@
 package agent
 
 import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/trellis-mesh/trellis/acl"
+	"github.com/trellis-mesh/trellis/agent/aclcache"
+	"github.com/trellis-mesh/trellis/agent/authz"
 	"github.com/trellis-mesh/trellis/agent/config"
 	"github.com/trellis-mesh/trellis/agent/token"
 	"github.com/trellis-mesh/trellis/server"
+	"github.com/trellis-mesh/trellis/structs"
 )
 
 // newTokenStore starts the agent's tokens from the acl.tokens block and,
 // with enable_token_persistence and a data dir, from the tokens the API
 // set before the last restart (agent/token).
-func newTokenStore(rc *config.RuntimeConfig) (*token.Store, error) {
+// A client agent's ACL cache forgets the tokens the store replaces.
+func newTokenStore(rc *config.RuntimeConfig, cache *aclcache.Cache) (*token.Store, error) {
 	t := rc.ACL.Tokens
 	cfg := token.Config{Configured: token.Tokens{
 		Default: t.Default, Agent: t.Agent, AgentRecovery: t.AgentRecovery,
 		Replication: t.Replication, ConfigFileServiceRegistration: t.ConfigFileServiceRegistration,
 	}}
+	if cache != nil {
+		cfg.Changed = cache.Invalidate
+	}
 	if rc.ACL.EnableTokenPersistence && !rc.DevMode && rc.DataDir != "" {
 		cfg.PersistDir = rc.DataDir
 	}
@@ -28,4 +40,54 @@ func (a *Agent) serverACLs() server.ACLConfig {
 		DefaultPolicy:     a.rc.ACL.DefaultPolicy,
 		InitialManagement: a.rc.ACL.Tokens.InitialManagement,
 	}
+}
+
+// newACLCache is a client agent's token resolution (agent/aclcache): the
+// servers' data, kept for the acl block's TTLs and used under its
+// down_policy while no server answers.
+func newACLCache(rc *config.RuntimeConfig, rpc structs.Caller, logger *slog.Logger) (*aclcache.Cache, error) {
+	c, err := aclcache.New(aclcache.Config{
+		RPC:        rpc,
+		Datacenter: rc.Datacenter,
+		TokenTTL:   rc.ACL.TokenTTL,
+		PolicyTTL:  rc.ACL.PolicyTTL,
+		RoleTTL:    rc.ACL.RoleTTL,
+		DownPolicy: rc.ACL.DownPolicy,
+		Down:       server.Retryable,
+		Logger:     logger.With("component", "acl"),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("agent: ACL cache: %w", err)
+	}
+	return c, nil
+}
+
+// newACLChecker decides for the agent's own edges: from the ACL cache on
+// a client agent, from the server's own resolution on a server.
+func (a *Agent) newACLChecker() (*authz.Checker, error) {
+	var r authz.Resolver = authz.ResolverFunc(func(ctx context.Context, secret string) (*acl.Authorizer, error) {
+		if a.server == nil { // before Start
+			return nil, structs.ErrNoServers
+		}
+		return a.server.ResolveAuthorizer(ctx, secret)
+	})
+	if a.aclCache != nil {
+		r = a.aclCache
+	}
+	c, err := authz.New(authz.Config{Resolver: r})
+	if err != nil {
+		return nil, fmt.Errorf("agent: ACL checker: %w", err)
+	}
+	return c, nil
+}
+
+// rpcToken is the caller's token an RPC's args carry.
+func rpcToken(args any) string {
+	switch a := args.(type) {
+	case interface{ QueryOpts() *structs.QueryOptions }:
+		return a.QueryOpts().Token
+	case interface{ WriteOpts() *structs.WriteRequest }:
+		return a.WriteOpts().Token
+	}
+	return ""
 }

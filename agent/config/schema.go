@@ -162,7 +162,7 @@ func consulKeys() *keyNode {
 		"performance": object(map[string]*keyNode{
 			"raft_multiplier":  honoured(),
 			"leave_drain_time": ignored(),
-			"rpc_hold_timeout": ignored(),
+			"rpc_hold_timeout": honoured(),
 		}),
 		"limits": object(with(ignoredAll(
 			"http_max_conns_per_client", "https_handshake_timeout", "request_limits",

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/trellis-mesh/trellis/agent/authz"
 	"github.com/trellis-mesh/trellis/agent/token"
 	"github.com/trellis-mesh/trellis/server"
 )
@@ -22,8 +23,11 @@ func startTokenServer(t *testing.T, store *token.Store, aclsOn bool) (*api.Clien
 	t.Helper()
 	c, base, _ := startRealServerConfig(t, func(sc *server.Config) {
 		sc.ACLs = server.ACLConfig{Enabled: aclsOn, DefaultPolicy: "deny", InitialManagement: rootToken}
-	}, func(_ *server.Server, cfg *Config) {
+	}, func(srv *server.Server, cfg *Config) {
 		cfg.ACLsEnabled, cfg.Tokens = aclsOn, store
+		if aclsOn {
+			cfg.ACL = serverChecker(t, srv)
+		}
 	})
 	if aclsOn {
 		// The leader stores the initial management token after its barrier.
@@ -39,6 +43,17 @@ func startTokenServer(t *testing.T, store *token.Store, aclsOn bool) (*api.Clien
 		}
 	}
 	return c, base
+}
+
+// serverChecker decides the agent's own endpoints with srv's own
+// resolution, as a server agent does.
+func serverChecker(t *testing.T, srv *server.Server) *authz.Checker {
+	t.Helper()
+	c, err := authz.New(authz.Config{Resolver: authz.ResolverFunc(srv.ResolveAuthorizer)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func putToken(t *testing.T, base, kind, secret, body string) (int, string) {

@@ -99,7 +99,11 @@ type Config struct {
 	// New over Configured. Empty keeps them in memory only
 	// (enable_token_persistence off, or -dev without a data dir).
 	PersistDir string
-	Logger     *slog.Logger
+	// Changed, when set, is told the old and new values of every token
+	// that Set or SetConfigured replaced (after the change, without the
+	// store's lock), so that what was decided about them is forgotten.
+	Changed func(secrets ...string)
+	Logger  *slog.Logger
 }
 
 // entry is one kind's token and whether the API set it (only those are
@@ -111,8 +115,9 @@ type entry struct {
 
 // Store holds the tokens. It is safe for concurrent use.
 type Store struct {
-	path   string
-	logger *slog.Logger
+	path    string
+	logger  *slog.Logger
+	changed func(secrets ...string)
 
 	mu sync.Mutex
 	// tokens is guarded by mu.
@@ -137,7 +142,7 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{logger: cfg.Logger, tokens: make(map[Kind]entry)}
+	s := &Store{logger: cfg.Logger, changed: cfg.Changed, tokens: make(map[Kind]entry)}
 	s.SetConfigured(cfg.Configured)
 	if cfg.PersistDir == "" {
 		return s, nil
@@ -172,15 +177,27 @@ func New(cfg Config) (*Store, error) {
 // SetConfigured replaces the tokens that came from the config (at start
 // and on reload); tokens set through the API stay.
 func (s *Store) SetConfigured(t Tokens) {
+	var replaced []string
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for k, v := range map[Kind]string{
 		KindDefault: t.Default, KindAgent: t.Agent, KindAgentRecovery: t.AgentRecovery,
 		KindReplication: t.Replication, KindConfigFileServiceRegistration: t.ConfigFileServiceRegistration,
 	} {
-		if !s.tokens[k].api {
+		if old := s.tokens[k]; !old.api {
+			if old.value != v {
+				replaced = append(replaced, old.value, v)
+			}
 			s.tokens[k] = entry{value: v}
 		}
+	}
+	s.mu.Unlock()
+	s.notify(replaced)
+}
+
+// notify tells Changed about replaced tokens.
+func (s *Store) notify(replaced []string) {
+	if s.changed != nil && len(replaced) > 0 {
+		s.changed(replaced...)
 	}
 }
 
@@ -188,11 +205,24 @@ func (s *Store) SetConfigured(t Tokens) {
 // persisting, the file is written first: if that fails the error wraps
 // ErrPersist (a *PersistError) and the token in use does not change.
 func (s *Store) Set(kind Kind, value string) error {
+	old, err := s.set(kind, value)
+	if err != nil {
+		return err
+	}
+	if old != value {
+		s.notify([]string{old, value})
+	}
+	return nil
+}
+
+// set is Set under the lock; it returns the value replaced.
+func (s *Store) set(kind Kind, value string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, err := ParseKind(string(kind)); err != nil {
-		return err
+		return "", err
 	}
+	old := s.tokens[kind].value
 	next := make(map[Kind]entry, len(s.tokens))
 	for k, e := range s.tokens {
 		next[k] = e
@@ -202,11 +232,11 @@ func (s *Store) Set(kind Kind, value string) error {
 		// The file is local disk, not the network: writing under the lock
 		// keeps the file's order the same as the changes'.
 		if err := writeFile(s.path, next); err != nil {
-			return &PersistError{Err: err}
+			return "", &PersistError{Err: err}
 		}
 	}
 	s.tokens = next
-	return nil
+	return old, nil
 }
 
 func writeFile(path string, tokens map[Kind]entry) error {
