@@ -74,6 +74,21 @@ func (a *Agent) newACLChecker() (*authz.Checker, error) {
 	if a.aclCache != nil {
 		r = a.aclCache
 	}
+	recovery, err := acl.Parse(fmt.Sprintf(`agent %q { policy = "write" }
+node_prefix "" { policy = "read" }`, a.rc.NodeName))
+	if err != nil {
+		return nil, fmt.Errorf("agent: agent_recovery rules: %w", err)
+	}
+	servers := r
+	// acl.tokens.agent_recovery works on this agent's own endpoints
+	// without the servers, as Consul's: agent:write on itself and
+	// node:read, for when they cannot be reached.
+	r = authz.ResolverFunc(func(ctx context.Context, secret string) (*acl.Authorizer, error) {
+		if secret != "" && a.tokens.IsAgentRecoveryToken(secret) {
+			return acl.NewPolicyAuthorizer("agent-recovery-token", acl.DenyAll(), recovery), nil
+		}
+		return servers.Resolve(ctx, secret)
+	})
 	c, err := authz.New(authz.Config{Resolver: r})
 	if err != nil {
 		return nil, fmt.Errorf("agent: ACL checker: %w", err)

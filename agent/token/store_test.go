@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -153,5 +154,39 @@ func TestPersistFailureChangesNothing(t *testing.T) {
 	}
 	if err := s.Set("user", "x"); !errors.Is(err, ErrUnknownKind) {
 		t.Fatalf("Set(user) = %v", err)
+	}
+}
+
+// TestChangedTellsReplacedTokens: Set and SetConfigured tell Changed the
+// old and new value of each token they replace, and nothing when a value
+// stays, so that what was decided about the old token is forgotten.
+func TestChangedTellsReplacedTokens(t *testing.T) {
+	var told [][]string
+	s, err := New(Config{Configured: Tokens{Default: "d1", Agent: "a1"}, Changed: func(secrets ...string) { told = append(told, secrets) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		act  func() error
+		want []string
+	}{
+		{"set replaces", func() error { return s.Set(KindDefault, "d2") }, []string{"d1", "d2"}},
+		{"set the same value", func() error { return s.Set(KindDefault, "d2") }, nil},
+		{"unknown kind", func() error { _ = s.Set("user", "x"); return nil }, nil},
+		{"configured replaces a config token", func() error { s.SetConfigured(Tokens{Default: "d9", Agent: "a2"}); return nil }, []string{"a1", "a2"}},
+		{"configured the same", func() error { s.SetConfigured(Tokens{Default: "d9", Agent: "a2"}); return nil }, nil},
+	} {
+		told = nil
+		if err := tc.act(); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var got []string
+		for _, c := range told {
+			got = append(got, c...)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: told %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }
