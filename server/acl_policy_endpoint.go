@@ -86,8 +86,11 @@ func (s *Server) aclPolicyDelete(ctx context.Context, args *structs.ACLPolicyDel
 	if _, _, err := s.aclAuthorize(ctx, args.Token, true); err != nil {
 		return err
 	}
-	if args.PolicyID == structs.ACLPolicyGlobalManagementID {
+	switch args.PolicyID {
+	case structs.ACLPolicyGlobalManagementID:
 		return fmt.Errorf("Delete operation not permitted on the builtin global-management policy")
+	case structs.ACLPolicyGlobalReadOnlyID:
+		return fmt.Errorf("Delete operation not permitted on the builtin global-read-only policy")
 	}
 	_, existing, err := s.fsm.State().ACLPolicyGetByID(nil, args.PolicyID)
 	if err != nil {

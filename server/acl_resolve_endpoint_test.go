@@ -1,9 +1,11 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/trellis-mesh/trellis/structs"
 )
@@ -70,5 +72,31 @@ func TestACLResolveEndpoints(t *testing.T) {
 	err = callErr(s, structs.MethodACLPolicyResolve, &structs.ACLPolicyBatchGetRequest{PolicyIDs: []string{kv}, QueryOptions: unknown}, &structs.ACLPolicyBatchResponse{})
 	if !errors.Is(err, structs.ErrACLNotFound) {
 		t.Fatalf("unknown token's policies: %v, want ACL not found", err)
+	}
+}
+
+// TestCAWaitsForACLs: the leader sets up ACLs before the Connect CA, as
+// Consul's does, so that once the CA roots are served (what sdk/testutil
+// waits for) the initial management token and the built-in policies exist.
+func TestCAWaitsForACLs(t *testing.T) {
+	const initial = "3c5e2b91-3333-4000-8000-00000000cafe"
+	servers := startTestCluster(t, 1, false, func(ts *testServer) {
+		ts.acls = ACLConfig{Enabled: true, DefaultPolicy: "deny", InitialManagement: initial}
+	})
+	s := waitForLeader(t, servers, 30*time.Second).srv
+	waitFor(t, 20*time.Second, "the CA roots", func() bool {
+		var roots structs.IndexedCARoots
+		err := structs.MethodConnectCARoots.Call(context.Background(), s, &structs.DCSpecificRequest{}, &roots)
+		return err == nil && roots.ActiveRootID != ""
+	})
+	st := s.fsm.State()
+	_, tok, err := st.ACLTokenGetBySecret(nil, initial)
+	if err != nil || tok == nil {
+		t.Fatalf("CA roots served before the initial management token: %v %v", tok, err)
+	}
+	for _, p := range structs.ACLBuiltinPolicies() {
+		if _, got, _ := st.ACLPolicyGetByID(nil, p.ID); got == nil || got.Rules != p.Rules {
+			t.Fatalf("built-in policy %s: %+v", p.Name, got)
+		}
 	}
 }

@@ -298,6 +298,7 @@ func (s *Server) routes() *http.ServeMux {
 	handle("/v1/agent/token/", put, s.agentToken)
 	gpd := []string{http.MethodGet, http.MethodPut, http.MethodDelete}
 	handle("/v1/acl/bootstrap", put, s.aclBootstrap)
+	handle("/v1/acl/replication", get, s.aclReplication)
 	handle("/v1/acl/token", put, s.aclTokenCreate)
 	handle("/v1/acl/token/", gpd, s.aclTokenSpecific)
 	handle("/v1/acl/tokens", get, s.aclTokenList)
