@@ -65,31 +65,35 @@ func newACLCache(rc *config.RuntimeConfig, rpc structs.Caller, logger *slog.Logg
 // newACLChecker decides for the agent's own edges: from the ACL cache on
 // a client agent, from the server's own resolution on a server.
 func (a *Agent) newACLChecker() (*authz.Checker, error) {
-	var r authz.Resolver = authz.ResolverFunc(func(ctx context.Context, secret string) (*acl.Authorizer, error) {
+	lookup := func(ctx context.Context, secret string) (*acl.Authorizer, error) {
 		if a.server == nil { // before Start
 			return nil, structs.ErrNoServers
 		}
 		return a.server.ResolveAuthorizer(ctx, secret)
-	})
-	if a.aclCache != nil {
-		r = a.aclCache
 	}
-	recovery, err := acl.Parse(fmt.Sprintf(`agent %q { policy = "write" }
+	resolve := lookup
+	if a.aclCache != nil {
+		lookup, resolve = a.aclCache.Lookup, a.aclCache.Resolve
+	}
+	rules, err := acl.Parse(fmt.Sprintf(`agent %q { policy = "write" }
 node_prefix "" { policy = "read" }`, a.rc.NodeName))
 	if err != nil {
 		return nil, fmt.Errorf("agent: agent_recovery rules: %w", err)
 	}
-	servers := r
-	// acl.tokens.agent_recovery works on this agent's own endpoints
-	// without the servers, as Consul's: agent:write on itself and
-	// node:read, for when they cannot be reached.
-	r = authz.ResolverFunc(func(ctx context.Context, secret string) (*acl.Authorizer, error) {
-		if secret != "" && a.tokens.IsAgentRecoveryToken(secret) {
-			return acl.NewPolicyAuthorizer("agent-recovery-token", acl.DenyAll(), recovery), nil
+	recovery := acl.NewPolicyAuthorizer("agent-recovery-token", acl.DenyAll(), rules)
+	c, err := authz.New(authz.Config{Resolver: authz.ResolverFunc(func(ctx context.Context, secret string) (*acl.Authorizer, error) {
+		if secret == "" || !a.tokens.IsAgentRecoveryToken(secret) {
+			return resolve(ctx, secret)
 		}
-		return servers.Resolve(ctx, secret)
-	})
-	c, err := authz.New(authz.Config{Resolver: r})
+		// acl.tokens.agent_recovery opens this agent's own endpoints
+		// (agent:write on itself, node:read) when the servers do not
+		// know the token or cannot be reached, as Consul's; a token the
+		// servers know keeps what they grant it.
+		if authz, err := lookup(ctx, secret); err == nil {
+			return authz, nil
+		}
+		return recovery, nil
+	})})
 	if err != nil {
 		return nil, fmt.Errorf("agent: ACL checker: %w", err)
 	}

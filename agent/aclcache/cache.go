@@ -40,8 +40,15 @@ const (
 // than tracking use (policies and roles are few and shared).
 const maxTokens = 4096
 
-// ErrInvalidConfig is returned by New for a Config it cannot work with.
-var ErrInvalidConfig = errors.New("aclcache: invalid config")
+// Sentinel errors of the package.
+var (
+	// ErrInvalidConfig is returned by New for a Config it cannot work
+	// with.
+	ErrInvalidConfig = errors.New("aclcache: invalid config")
+	// ErrServersDown is Lookup's failure when no server answered for a
+	// token that nothing cached answers for.
+	ErrServersDown = errors.New("aclcache: no server answered")
+)
 
 // Config holds what a Cache needs.
 type Config struct {
@@ -114,8 +121,9 @@ type tokenEntry struct {
 // downError is a resolution that failed because no server answered.
 type downError struct{ err error }
 
-func (e *downError) Error() string { return "aclcache: no server answered: " + e.err.Error() }
-func (e *downError) Unwrap() error { return e.err }
+func (e *downError) Error() string        { return ErrServersDown.Error() + ": " + e.err.Error() }
+func (e *downError) Unwrap() error        { return e.err }
+func (e *downError) Is(target error) bool { return target == ErrServersDown }
 
 // New builds a Cache.
 func New(cfg Config) (*Cache, error) {
@@ -171,6 +179,20 @@ func (c *Cache) Invalidate(secrets ...string) {
 // past its expiration time), an authorizer under the down policy while no
 // server answers, and acl.ManageAll when the servers run without ACLs.
 func (c *Cache) Resolve(ctx context.Context, secret string) (*acl.Authorizer, error) {
+	a, err := c.Lookup(ctx, secret)
+	var down *downError
+	if errors.As(err, &down) {
+		return c.whenDown(secret, down), nil
+	}
+	return a, err
+}
+
+// Lookup is Resolve without the down policy's own answer: while no
+// server answers for a token that nothing cached (or, under extend-cache
+// and async-cache, nothing expired) answers for, it fails with an error
+// that errors.Is matches to ErrServersDown. The agent_recovery token is
+// looked up so, to fall back on its local rules.
+func (c *Cache) Lookup(ctx context.Context, secret string) (*acl.Authorizer, error) {
 	if c.cfg.DownPolicy == DownAsyncCache {
 		if a, stale, ok := c.cached(secret); ok {
 			if stale {
@@ -180,15 +202,12 @@ func (c *Cache) Resolve(ctx context.Context, secret string) (*acl.Authorizer, er
 		}
 	}
 	a, err := c.resolve(ctx, secret)
-	var down *downError
 	switch {
 	case err == nil:
 		return a, nil
 	case errors.Is(err, structs.ErrACLDisabled):
 		// As the servers decide without ACLs.
 		return acl.ManageAll(), nil
-	case errors.As(err, &down):
-		return c.whenDown(secret, down), nil
 	}
 	return nil, err
 }

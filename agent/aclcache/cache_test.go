@@ -143,7 +143,8 @@ func TestCacheInvalidation(t *testing.T) {
 // TestDownPolicy: with the servers unreachable and the TTL past, each
 // down_policy decides: extend-cache and async-cache keep the cached
 // token's grants and deny a token never resolved, allow allows, deny
-// denies; once the servers answer again the token is read again.
+// denies (Lookup, without the down policy, fails with ErrServersDown);
+// once the servers answer again the token is read again.
 func TestDownPolicy(t *testing.T) {
 	cl := startCluster(t)
 	pol := cl.policy(t, "", "down", `key_prefix "a" { policy = "read" }`)
@@ -174,6 +175,9 @@ func TestDownPolicy(t *testing.T) {
 			c.wg.Wait() // async-cache's refresh, which fails too
 			if got := keyRead(t, c, unseen, "a/x"); got != tc.never {
 				t.Fatalf("token never resolved reads a/x: %v, want %v", got, tc.never)
+			}
+			if _, err := c.Lookup(context.Background(), unseen); !errors.Is(err, ErrServersDown) {
+				t.Fatalf("Lookup of a token never resolved: %v, want ErrServersDown", err)
 			}
 			if tc.deniedAccessor != "" {
 				a, _ := c.Resolve(context.Background(), secret)
