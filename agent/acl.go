@@ -22,7 +22,7 @@ func newTokenStore(rc *config.RuntimeConfig, cache *aclcache.Cache) (*token.Stor
 	t := rc.ACL.Tokens
 	cfg := token.Config{Configured: token.Tokens{
 		Default: t.Default, Agent: t.Agent, AgentRecovery: t.AgentRecovery,
-		Replication: t.Replication, ConfigFileServiceRegistration: t.ConfigFileServiceRegistration,
+		Replication: t.Replication, ConfigFileServiceRegistration: t.ConfigFileServiceRegistration, DNS: t.DNS,
 	}}
 	if cache != nil {
 		cfg.Changed = cache.Invalidate

@@ -478,8 +478,9 @@ func (a *Agent) startDNS() error {
 		NodeMetaTXT:        d.NodeMetaTXT,
 		DisableCompression: d.DisableCompression,
 		SOA:                agentdns.SOA(d.SOA),
-		// Lookups carry the agent's default token, as Consul's DNS does.
-		Token: a.tokens.UserToken,
+		// Lookups carry acl.tokens.dns, else the default token, as
+		// Consul's DNS does.
+		Token: a.tokens.DNSToken,
 	})
 	if err != nil {
 		return err

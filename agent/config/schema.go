@@ -250,8 +250,8 @@ func consulKeys() *keyNode {
 			"tokens": object(with(ignoredAll("managed_service_provider"), map[string]*keyNode{
 				"initial_management": honoured(), "agent": honoured(), "agent_recovery": honoured(),
 				"default": honoured(), "replication": honoured(),
-				"config_file_service_registration": honoured(),
-				"master":                           honoured(), "agent_master": honoured(),
+				"config_file_service_registration": honoured(), "dns": honoured(),
+				"master": honoured(), "agent_master": honoured(),
 			})),
 		})),
 		"autopilot": object(with(ignoredAll(

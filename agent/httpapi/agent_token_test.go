@@ -87,7 +87,7 @@ func TestAgentTokenEndpoint(t *testing.T) {
 	get := map[token.Kind]func() string{
 		token.KindDefault: store.UserToken, token.KindAgent: store.AgentToken,
 		token.KindAgentRecovery: store.AgentRecoveryToken, token.KindReplication: store.ReplicationToken,
-		token.KindConfigFileServiceRegistration: store.ConfigFileRegistrationToken,
+		token.KindConfigFileServiceRegistration: store.ConfigFileRegistrationToken, token.KindDNS: store.DNSToken,
 	}
 	for _, tc := range []struct {
 		name, kind, secret, body string
@@ -100,10 +100,11 @@ func TestAgentTokenEndpoint(t *testing.T) {
 		{name: "unknown secret", kind: "agent", secret: "nope", body: `{"Token": "x"}`, status: 403, msg: "ACL not found"},
 		{name: "bad body", kind: "agent", secret: rootToken, body: `{"Token": 1}`, status: 400, msg: "Request decode failed"},
 		{name: "unknown kind", kind: "user", secret: rootToken, body: `{"Token": "x"}`, status: 404, msg: `Token "user" is unknown`},
-		// agent and config_file_service_registration first: unset, they
+		// agent, config_file_service_registration and dns first: unset, they
 		// follow the default token.
 		{name: "agent", kind: "agent", secret: rootToken, status: 200, set: token.KindAgent},
 		{name: "config_file_service_registration", kind: "config_file_service_registration", secret: rootToken, status: 200, set: token.KindConfigFileServiceRegistration},
+		{name: "dns", kind: "dns", secret: rootToken, status: 200, set: token.KindDNS},
 		{name: "default", kind: "default", secret: rootToken, status: 200, set: token.KindDefault},
 		{name: "agent_recovery", kind: "agent_recovery", secret: rootToken, status: 200, set: token.KindAgentRecovery},
 		{name: "replication", kind: "replication", secret: rootToken, status: 200, set: token.KindReplication},

@@ -37,6 +37,9 @@ const (
 	// KindConfigFileServiceRegistration registers the services and checks
 	// of config files. Unset, they use KindDefault.
 	KindConfigFileServiceRegistration Kind = "config_file_service_registration"
+	// KindDNS is the token of the agent's DNS lookups (acl.tokens.dns).
+	// Unset, they use KindDefault.
+	KindDNS Kind = "dns"
 )
 
 // FileName is the persistence file under the data dir (Consul's name).
@@ -77,6 +80,8 @@ func ParseKind(name string) (Kind, error) {
 		return KindReplication, nil
 	case "config_file_service_registration":
 		return KindConfigFileServiceRegistration, nil
+	case "dns":
+		return KindDNS, nil
 	}
 	return "", fmt.Errorf("%w: %q", ErrUnknownKind, name)
 }
@@ -88,6 +93,7 @@ type Tokens struct {
 	AgentRecovery                 string
 	Replication                   string
 	ConfigFileServiceRegistration string
+	DNS                           string
 }
 
 // Config holds the store's dependencies.
@@ -133,6 +139,7 @@ type persisted struct {
 	AgentMaster            string `json:"agent_master,omitempty"`
 	Replication            string `json:"replication,omitempty"`
 	ConfigFileRegistration string `json:"config_file_service_registration,omitempty"`
+	DNS                    string `json:"dns,omitempty"`
 }
 
 // New builds the store from the configured tokens and, when persisting,
@@ -164,7 +171,7 @@ func New(cfg Config) (*Store, error) {
 	}
 	for k, v := range map[Kind]string{
 		KindDefault: p.Default, KindAgent: p.Agent, KindAgentRecovery: p.AgentRecovery,
-		KindReplication: p.Replication, KindConfigFileServiceRegistration: p.ConfigFileRegistration,
+		KindReplication: p.Replication, KindConfigFileServiceRegistration: p.ConfigFileRegistration, KindDNS: p.DNS,
 	} {
 		if v != "" {
 			s.tokens[k] = entry{value: v, api: true}
@@ -181,7 +188,7 @@ func (s *Store) SetConfigured(t Tokens) {
 	s.mu.Lock()
 	for k, v := range map[Kind]string{
 		KindDefault: t.Default, KindAgent: t.Agent, KindAgentRecovery: t.AgentRecovery,
-		KindReplication: t.Replication, KindConfigFileServiceRegistration: t.ConfigFileServiceRegistration,
+		KindReplication: t.Replication, KindConfigFileServiceRegistration: t.ConfigFileServiceRegistration, KindDNS: t.DNS,
 	} {
 		if old := s.tokens[k]; !old.api {
 			if old.value != v {
@@ -243,7 +250,7 @@ func writeFile(path string, tokens map[Kind]entry) error {
 	var p persisted
 	for k, field := range map[Kind]*string{
 		KindDefault: &p.Default, KindAgent: &p.Agent, KindAgentRecovery: &p.AgentRecovery,
-		KindReplication: &p.Replication, KindConfigFileServiceRegistration: &p.ConfigFileRegistration,
+		KindReplication: &p.Replication, KindConfigFileServiceRegistration: &p.ConfigFileRegistration, KindDNS: &p.DNS,
 	} {
 		if e := tokens[k]; e.api {
 			*field = e.value
@@ -304,4 +311,12 @@ func (s *Store) ConfigFileRegistrationToken() string {
 func (s *Store) IsAgentRecoveryToken(secret string) bool {
 	rec := s.AgentRecoveryToken()
 	return rec != "" && subtle.ConstantTimeCompare([]byte(rec), []byte(secret)) == 1
+}
+
+// DNSToken is the token of DNS lookups, the default token when unset.
+func (s *Store) DNSToken() string {
+	if t := s.get(KindDNS); t != "" {
+		return t
+	}
+	return s.UserToken()
 }
