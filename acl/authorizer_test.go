@@ -312,6 +312,18 @@ service_prefix "api-" { policy = "read" }`},
 				{"IntentionDefaultAllow", "", Deny},
 			},
 		},
+		{
+			name:     "global-read-only",
+			policies: []string{structs.ACLPolicyGlobalReadOnlyRules},
+			def:      "deny",
+			checks: []check{
+				{"ACLRead", "", Allow}, {"ACLWrite", "", Deny}, {"AgentRead", "n", Allow}, {"AgentWrite", "n", Deny},
+				{"KeyRead", "k", Allow}, {"KeyWrite", "k", Deny}, {"KeyringRead", "", Allow}, {"NodeReadAll", "", Allow},
+				{"OperatorRead", "", Allow}, {"MeshRead", "", Allow}, {"PeeringRead", "", Allow}, {"QueryRead", "q", Allow},
+				{"ServiceReadAll", "", Allow}, {"ServiceWrite", "s", Deny}, {"IntentionRead", "s", Allow},
+				{"IntentionWrite", "s", Deny}, {"SessionRead", "n", Allow}, {"EventRead", "e", Allow},
+			},
+		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -20,6 +20,7 @@ import (
 	"github.com/hashicorp/serf/serf"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/trellis-mesh/trellis/agent/aclcache"
 	"github.com/trellis-mesh/trellis/agent/authz"
 	"github.com/trellis-mesh/trellis/agent/cache"
 	"github.com/trellis-mesh/trellis/agent/config"
@@ -61,12 +62,15 @@ type Agent struct {
 	// subscribers; closed first on shutdown so that streams end.
 	logs   *logmonitor.Hub
 	reload func() error
-	// acls is whether the ACL system is on (acl.enabled); tokens are the agent's own (agent/token); aclCheck
-	// asks the servers about tokens for the agent's own edges (HTTP, xDS)
-	// when ACLs are on, and is nil otherwise, so that they ask nothing.
+	// acls is whether the ACL system is on (acl.enabled); tokens are the
+	// agent's own (agent/token); aclCheck decides about tokens for the
+	// agent's own edges (HTTP, xDS) when ACLs are on, and is nil
+	// otherwise, so that they ask nothing. aclCache resolves tokens on a
+	// client agent (nil on a server, which resolves them itself).
 	acls     bool
 	tokens   *token.Store
 	aclCheck *authz.Checker
+	aclCache *aclcache.Cache
 
 	// tls builds every listener's and dialer's TLS configuration (tls.go).
 	tls *tlsutil.Configurator
@@ -134,23 +138,25 @@ func New(cfg Config) (*Agent, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	logs := newLogHub()
-	tokens, err := newTokenStore(cfg.Runtime)
-	if err != nil {
-		return nil, err
-	}
-	a := &Agent{rc: cfg.Runtime, acls: cfg.Runtime.ACL.Enabled, tokens: tokens, logger: slog.New(logs.Handler(cfg.Logger.Handler())), logs: logs, reload: cfg.Reload, metrics: newRegistry(metricsHostname()),
+	a := &Agent{rc: cfg.Runtime, acls: cfg.Runtime.ACL.Enabled, logger: slog.New(logs.Handler(cfg.Logger.Handler())), logs: logs, reload: cfg.Reload, metrics: newRegistry(metricsHostname()),
 		codec: structs.NewCodec(), events: userevent.NewBuffer(userevent.DefaultBufferSize),
 		// Made before gossip starts, whose events trigger passes; nothing
 		// reads it on a client agent, where it stays full.
 		wanFlood: make(chan struct{}, 1)}
-	if a.acls {
-		// The agent is the checker's RPC: a server answers itself, a client
-		// agent asks its servers.
-		c, err := authz.New(authz.Config{RPC: a, Datacenter: cfg.Runtime.Datacenter})
-		if err != nil {
-			return nil, fmt.Errorf("agent: ACL checker: %w", err)
+	var err error
+	if a.acls && !cfg.Runtime.ServerMode {
+		// The agent is the cache's RPC: its router reaches the servers.
+		if a.aclCache, err = newACLCache(cfg.Runtime, a, a.logger); err != nil {
+			return nil, err
 		}
-		a.aclCheck = c
+	}
+	if a.tokens, err = newTokenStore(cfg.Runtime, a.aclCache); err != nil {
+		return nil, err
+	}
+	if a.acls {
+		if a.aclCheck, err = a.newACLChecker(); err != nil {
+			return nil, err
+		}
 	}
 	return a, nil
 }
@@ -191,11 +197,12 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 			}
 		}
 		a.router = router.New(router.Config{
-			Logger:     a.logger.With("component", "router"),
-			Datacenter: rc.Datacenter,
-			Caller:     a.pool,
-			Retryable:  server.Retryable,
-			RetryWrite: server.NotApplied,
+			Logger:      a.logger.With("component", "router"),
+			Datacenter:  rc.Datacenter,
+			Caller:      a.pool,
+			HoldTimeout: rc.RPCHoldTimeout,
+			Retryable:   server.Retryable,
+			RetryWrite:  server.NotApplied,
 			// A write sent to a server that died before answering.
 			OutcomeUnknown: server.OutcomeUnknown,
 		})
@@ -471,8 +478,9 @@ func (a *Agent) startDNS() error {
 		NodeMetaTXT:        d.NodeMetaTXT,
 		DisableCompression: d.DisableCompression,
 		SOA:                agentdns.SOA(d.SOA),
-		// Lookups carry the agent's default token, as Consul's DNS does.
-		Token: a.tokens.UserToken,
+		// Lookups carry acl.tokens.dns, else the default token, as
+		// Consul's DNS does.
+		Token: a.tokens.DNSToken,
 	})
 	if err != nil {
 		return err
@@ -500,7 +508,13 @@ func (a *Agent) RPC(ctx context.Context, method string, args, reply any) error {
 	if a.server != nil {
 		return a.server.RPC(ctx, method, args, reply)
 	}
-	return a.router.RPC(ctx, method, args, reply)
+	err := a.router.RPC(ctx, method, args, reply)
+	if a.aclCache != nil && errors.Is(err, structs.ErrACLNotFound) {
+		// The token was deleted or expired: nothing cached about it
+		// stands any longer.
+		a.aclCache.Invalidate(rpcToken(args))
+	}
+	return err
 }
 
 // Members lists the Serf LAN members for /v1/agent/members.
@@ -596,6 +610,9 @@ func (a *Agent) Shutdown() error {
 		}
 		if a.cache != nil {
 			a.cache.Close()
+		}
+		if a.aclCache != nil {
+			a.aclCache.Close()
 		}
 		if a.xds != nil {
 			a.xds.stop()

@@ -275,6 +275,16 @@ func (s *Server) aclTokenList(ctx context.Context, args *structs.ACLTokenListReq
 	if err != nil {
 		return err
 	}
+	filters := 0
+	for _, f := range []string{args.Policy, args.Role, args.AuthMethod, args.ServiceName} {
+		if f != "" {
+			filters++
+		}
+	}
+	if filters > 1 {
+		// Consul's text and status (500: its RPC error is not classed).
+		return errors.New("can only filter by one of policy, role, serviceName, or authMethod at once")
+	}
 	canWrite := authz.ACLWrite() == acl.Allow
 	return s.blockingQuery(ctx, &args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, st *state.Store) error {
 		idx, toks, err := st.ACLTokenList(ws, args.Policy, args.Role, args.AuthMethod, args.ServiceName)

@@ -37,6 +37,9 @@ func TestACLEndpoints(t *testing.T) {
 		}
 	}
 	waitFor(t, 10*time.Second, "built-in ACL objects", func() bool {
+		if _, ro, _ := leader.srv.fsm.State().ACLPolicyGetByID(nil, structs.ACLPolicyGlobalReadOnlyID); ro == nil || ro.Name != "builtin/global-read-only" {
+			return false
+		}
 		_, p, _ := leader.srv.fsm.State().ACLPolicyGetByID(nil, structs.ACLPolicyGlobalManagementID)
 		_, a, _ := leader.srv.fsm.State().ACLTokenGetByAccessor(nil, structs.ACLTokenAnonymousID)
 		return p != nil && a != nil
@@ -88,6 +91,17 @@ func TestACLEndpoints(t *testing.T) {
 		{"delete global-management", func() error {
 			return callErr(follower, structs.MethodACLPolicyDelete, &structs.ACLPolicyDeleteRequest{PolicyID: structs.ACLPolicyGlobalManagementID, WriteRequest: mgmt}, &struct{}{})
 		}, "Delete operation not permitted on the builtin global-management policy", nil},
+		{"delete global-read-only", func() error {
+			return callErr(follower, structs.MethodACLPolicyDelete, &structs.ACLPolicyDeleteRequest{PolicyID: structs.ACLPolicyGlobalReadOnlyID, WriteRequest: mgmt}, &struct{}{})
+		}, "Delete operation not permitted on the builtin global-read-only policy", nil},
+		{"rename global-read-only", func() error {
+			ro := structs.ACLBuiltinPolicies()[1]
+			ro.Name = "mine"
+			return callErr(follower, structs.MethodACLPolicySet, &structs.ACLPolicySetRequest{Policy: *ro, WriteRequest: mgmt}, &structs.ACLPolicy{})
+		}, "Changing the Name for the builtin global-read-only policy is not permitted", nil},
+		{"tokens by two filters", func() error {
+			return callErr(follower, structs.MethodACLTokenList, &structs.ACLTokenListRequest{Policy: pol.ID, Role: role.ID, QueryOptions: structs.QueryOptions{Token: root.SecretID}}, &structs.ACLTokenListResponse{})
+		}, "can only filter by one of policy, role, serviceName, or authMethod at once", nil},
 	}
 	for _, d := range denials {
 		err := d.call()

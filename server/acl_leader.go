@@ -18,9 +18,11 @@ const aclAnonymousSecret = "anonymous"
 const aclReapBatch = 1024
 
 // startACLs runs the leader's ACL duties for one term; like startConnectCA
-// it returns the function that stops them and waits.
-func (s *Server) startACLs(ctx context.Context) (stop func()) {
+// it returns the function that stops them and waits. ready is closed once
+// the built-in objects exist (at once with ACLs off).
+func (s *Server) startACLs(ctx context.Context, ready chan struct{}) (stop func()) {
 	if !s.cfg.ACLs.Enabled {
+		close(ready)
 		return func() {}
 	}
 	every := s.cfg.ACLs.ReapInterval
@@ -33,21 +35,24 @@ func (s *Server) startACLs(ctx context.Context) (stop func()) {
 		every: every,
 		tick:  s.reapExpiredTokens,
 		fails: "failed to reap expired ACL tokens",
+		ready: ready,
 	})
 }
 
-// initializeACLs creates what is missing: the global-management policy,
+// initializeACLs creates what is missing: the built-in policies,
 // the anonymous token, and the initial management token (which
 // bootstraps a cluster that never was). Idempotent.
 func (s *Server) initializeACLs() error {
 	st := s.fsm.State()
-	if _, p, err := st.ACLPolicyGetByID(nil, structs.ACLPolicyGlobalManagementID); err != nil {
-		return err
-	} else if p == nil {
-		if _, err := s.raftApply(structs.ACLPolicySetRequestType, &structs.ACLPolicyBatchSetRequest{Policies: []*structs.ACLPolicy{structs.ACLGlobalManagementPolicy()}}); err != nil {
+	for _, builtin := range structs.ACLBuiltinPolicies() {
+		if _, p, err := st.ACLPolicyGetByID(nil, builtin.ID); err != nil {
 			return err
+		} else if p == nil {
+			if _, err := s.raftApply(structs.ACLPolicySetRequestType, &structs.ACLPolicyBatchSetRequest{Policies: []*structs.ACLPolicy{builtin}}); err != nil {
+				return err
+			}
+			s.logger.Info("created a built-in ACL policy", "name", builtin.Name)
 		}
-		s.logger.Info("created the ACL global-management policy")
 	}
 	if _, tok, err := st.ACLTokenGetByAccessor(nil, structs.ACLTokenAnonymousID); err != nil {
 		return err

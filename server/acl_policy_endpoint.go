@@ -86,8 +86,11 @@ func (s *Server) aclPolicyDelete(ctx context.Context, args *structs.ACLPolicyDel
 	if _, _, err := s.aclAuthorize(ctx, args.Token, true); err != nil {
 		return err
 	}
-	if args.PolicyID == structs.ACLPolicyGlobalManagementID {
+	switch args.PolicyID {
+	case structs.ACLPolicyGlobalManagementID:
 		return fmt.Errorf("Delete operation not permitted on the builtin global-management policy")
+	case structs.ACLPolicyGlobalReadOnlyID:
+		return fmt.Errorf("Delete operation not permitted on the builtin global-read-only policy")
 	}
 	_, existing, err := s.fsm.State().ACLPolicyGetByID(nil, args.PolicyID)
 	if err != nil {
@@ -228,36 +231,10 @@ func (s *Server) aclAuthorizeRequests(ctx context.Context, args *structs.ACLAuth
 }
 
 func decide(a *acl.Authorizer, q structs.ACLAuthorizationRequest) (acl.Decision, error) {
-	type key struct{ res, access string }
-	read := map[string]func(string) acl.Decision{
-		"agent": a.AgentRead, "event": a.EventRead, "key": a.KeyRead, "node": a.NodeRead,
-		"query": a.QueryRead, "service": a.ServiceRead, "session": a.SessionRead,
-		"intention": a.IntentionRead, "identity": a.IdentityRead,
+	access := map[string]acl.Access{"read": acl.AccessRead, "write": acl.AccessWrite}[q.Access]
+	d, err := a.Decide(acl.Resource(q.Resource), access, q.Segment)
+	if err != nil {
+		return acl.Deny, fmt.Errorf("Invalid access level %q for resource %q", q.Access, q.Resource)
 	}
-	write := map[string]func(string) acl.Decision{
-		"agent": a.AgentWrite, "event": a.EventWrite, "key": a.KeyWrite, "node": a.NodeWrite,
-		"query": a.QueryWrite, "service": a.ServiceWrite, "session": a.SessionWrite,
-		"intention": a.IntentionWrite, "identity": a.IdentityWrite,
-	}
-	global := map[key]func() acl.Decision{
-		{"acl", "read"}: a.ACLRead, {"acl", "write"}: a.ACLWrite,
-		{"operator", "read"}: a.OperatorRead, {"operator", "write"}: a.OperatorWrite,
-		{"keyring", "read"}: a.KeyringRead, {"keyring", "write"}: a.KeyringWrite,
-		{"mesh", "read"}: a.MeshRead, {"mesh", "write"}: a.MeshWrite,
-		{"peering", "read"}: a.PeeringRead, {"peering", "write"}: a.PeeringWrite,
-	}
-	if f, ok := global[key{q.Resource, q.Access}]; ok {
-		return f(), nil
-	}
-	switch q.Access {
-	case "read":
-		if f, ok := read[q.Resource]; ok {
-			return f(q.Segment), nil
-		}
-	case "write":
-		if f, ok := write[q.Resource]; ok {
-			return f(q.Segment), nil
-		}
-	}
-	return acl.Deny, fmt.Errorf("Invalid access level %q for resource %q", q.Access, q.Resource)
+	return d, nil
 }

@@ -118,6 +118,13 @@ func (s *Server) ResolveToken(_ context.Context, secretID string) (*acl.Authoriz
 	return authz, tok, nil
 }
 
+// ResolveAuthorizer is ResolveToken's authorizer alone: what an agent's
+// own edges ask of a server agent (agent/authz.Resolver).
+func (s *Server) ResolveAuthorizer(ctx context.Context, secretID string) (*acl.Authorizer, error) {
+	a, _, err := s.ResolveToken(ctx, secretID)
+	return a, err
+}
+
 // compileToken gathers what tok grants, through its roles too, and
 // compiles it.
 func (s *Server) compileToken(st *state.Store, tok *structs.ACLToken) (*acl.Authorizer, error) {
@@ -125,43 +132,15 @@ func (s *Server) compileToken(st *state.Store, tok *structs.ACLToken) (*acl.Auth
 	if err != nil {
 		return nil, err
 	}
-	g := acl.Grants{
-		ServiceIdentities: tok.ServiceIdentities,
-		NodeIdentities:    tok.NodeIdentities,
-		TemplatedPolicies: tok.TemplatedPolicies,
-	}
-	policyIDs := make([]string, 0, len(tok.Policies))
-	for _, l := range tok.Policies {
-		policyIDs = append(policyIDs, l.ID)
-	}
-	for _, l := range tok.Roles {
-		_, r, err := st.ACLRoleGetByID(nil, l.ID)
-		if err != nil {
-			return nil, err
-		}
-		if r == nil {
-			continue
-		}
-		for _, pl := range r.Policies {
-			policyIDs = append(policyIDs, pl.ID)
-		}
-		g.ServiceIdentities = append(g.ServiceIdentities, r.ServiceIdentities...)
-		g.NodeIdentities = append(g.NodeIdentities, r.NodeIdentities...)
-		g.TemplatedPolicies = append(g.TemplatedPolicies, r.TemplatedPolicies...)
-	}
-	seen := make(map[string]bool, len(policyIDs))
-	for _, id := range policyIDs {
-		if seen[id] {
-			continue
-		}
-		seen[id] = true
+	g, err := acl.TokenGrants(tok, func(id string) (*structs.ACLRole, error) {
+		_, r, err := st.ACLRoleGetByID(nil, id)
+		return r, err
+	}, func(id string) (*structs.ACLPolicy, error) {
 		_, p, err := st.ACLPolicyGetByID(nil, id)
-		if err != nil {
-			return nil, err
-		}
-		if p != nil {
-			g.Policies = append(g.Policies, p)
-		}
+		return p, err
+	})
+	if err != nil {
+		return nil, err
 	}
 	return acl.Compile(acl.Config{AccessorID: tok.AccessorID, Datacenter: s.cfg.Datacenter, Default: def, Grants: g})
 }

@@ -23,6 +23,8 @@ func aclRules(t map[string]endpoint) {
 		structs.MethodACLPolicySet, structs.MethodACLPolicyDelete, structs.MethodACLPolicyRead,
 		structs.MethodACLPolicyList, structs.MethodACLRoleSet, structs.MethodACLRoleDelete,
 		structs.MethodACLRoleRead, structs.MethodACLRoleList, structs.MethodACLAuthorize,
+		// A token may always resolve itself and what it links.
+		structs.MethodACLTokenResolve, structs.MethodACLPolicyResolve, structs.MethodACLRoleResolve,
 		// Every operation of a transaction is checked, and the denials
 		// are its errors (txnACLErrors), as Consul answers them.
 		structs.MethodTxnApply, structs.MethodTxnRead)

@@ -197,6 +197,7 @@ func preparedQueryACLRules(t map[string]endpoint) {
 	}
 	filterQueries := func(a *acl.Authorizer, r *structs.IndexedPreparedQueries) (f bool) {
 		r.Queries, f = keep(r.Queries, func(q *structs.PreparedQuery) bool { return readable(a, q) })
+		r.Queries = redactQueries(a, r.Queries)
 		return f
 	}
 	filterWith(t, structs.MethodPreparedQueryList, func(a *acl.Authorizer, _ *structs.DCSpecificRequest, r *structs.IndexedPreparedQueries) bool {
@@ -209,13 +210,13 @@ func preparedQueryACLRules(t map[string]endpoint) {
 		}
 		return require(a, acl.ResourceQuery, acl.AccessRead, q.Name)
 	})
-	filterWith(t, structs.MethodPreparedQueryExecute, func(a *acl.Authorizer, _ *structs.PreparedQueryExecuteRequest, r *structs.PreparedQueryExecuteResponse) (f bool) {
-		r.Nodes, f = keep(r.Nodes, func(n structs.CheckServiceNode) bool {
-			return n.Node != nil && n.Service != nil &&
-				a.NodeRead(n.Node.Node) == acl.Allow && a.ServiceRead(n.Service.Service) == acl.Allow
-		})
-		return f
+	filterWith(t, structs.MethodPreparedQueryGet, func(a *acl.Authorizer, _ *structs.PreparedQuerySpecificRequest, r *structs.IndexedPreparedQueries) bool {
+		r.Queries = redactQueries(a, r.Queries)
+		return false
 	})
+	// Execute decides in its handler, with the query's own token when it
+	// has one (preparedQueryExecute).
+	aclInHandlers(t, structs.MethodPreparedQueryExecute)
 	authorizeWith(t, structs.MethodPreparedQueryExplain, func(st *state.Store, a *acl.Authorizer, args *structs.PreparedQueryExecuteRequest) error {
 		name := args.QueryIDOrName
 		_, q, err := st.PreparedQueryGet(nil, args.QueryIDOrName)
@@ -229,6 +230,34 @@ func preparedQueryACLRules(t map[string]endpoint) {
 			return nil
 		}
 		return require(a, acl.ResourceQuery, acl.AccessRead, name)
+	})
+	filterWith(t, structs.MethodPreparedQueryExplain, func(a *acl.Authorizer, _ *structs.PreparedQueryExecuteRequest, r *structs.PreparedQueryExplainResponse) bool {
+		if a.ACLWrite() != acl.Allow {
+			r.Query = *r.Query.Redacted()
+		}
+		return false
+	})
+}
+
+// redactQueries hides the queries' tokens from a token that may not
+// write ACLs, as Consul does; it never modifies qs, which may be shared
+// with the store.
+func redactQueries(a *acl.Authorizer, qs structs.PreparedQueries) structs.PreparedQueries {
+	if a.ACLWrite() == acl.Allow {
+		return qs
+	}
+	out := make(structs.PreparedQueries, len(qs))
+	for i, q := range qs {
+		out[i] = q.Redacted()
+	}
+	return out
+}
+
+// filterQueryNodes keeps the instances whose node and service a may read.
+func filterQueryNodes(a *acl.Authorizer, nodes structs.CheckServiceNodes) (structs.CheckServiceNodes, bool) {
+	return keep(nodes, func(n structs.CheckServiceNode) bool {
+		return n.Node != nil && n.Service != nil &&
+			a.NodeRead(n.Node.Node) == acl.Allow && a.ServiceRead(n.Service.Service) == acl.Allow
 	})
 }
 

@@ -16,8 +16,8 @@ const caPruneInterval = time.Hour
 // CA if the cluster has none (retrying until it succeeds or leadership
 // ends), then prunes expired roots periodically. The leader loop calls it
 // after its barrier and defers the returned function, which stops the
-// duties and waits for them.
-func (s *Server) startConnectCA(ctx context.Context) (stop func()) {
+// duties and waits for them. The CA is created once after is closed.
+func (s *Server) startConnectCA(ctx context.Context, after <-chan struct{}) (stop func()) {
 	if s.cfg.Connect.Disabled {
 		return func() {}
 	}
@@ -28,6 +28,7 @@ func (s *Server) startConnectCA(ctx context.Context) (stop func()) {
 		every: caPruneInterval,
 		tick:  s.pruneCARoots,
 		fails: "failed to prune old CA roots",
+		after: after,
 	})
 }
 

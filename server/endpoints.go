@@ -99,7 +99,7 @@ func (s *Server) endpointTable() map[string]endpoint {
 	handle(t, structs.MethodInternalAssignManualServiceVIPs, s.internalAssignManualServiceVIPs)
 	handle(t, structs.MethodCatalogVirtualIPForService, s.catalogVirtualIPForService)
 
-	// ACLs (acl_endpoint.go, acl_policy_endpoint.go).
+	// ACLs (acl_endpoint.go, acl_policy_endpoint.go, acl_resolve_endpoint.go).
 	handle(t, structs.MethodACLBootstrap, s.aclBootstrap)
 	handle(t, structs.MethodACLTokenSet, s.aclTokenSet)
 	handle(t, structs.MethodACLTokenClone, s.aclTokenClone)
@@ -115,6 +115,9 @@ func (s *Server) endpointTable() map[string]endpoint {
 	handle(t, structs.MethodACLRoleRead, s.aclRoleRead)
 	handle(t, structs.MethodACLRoleList, s.aclRoleList)
 	handle(t, structs.MethodACLAuthorize, s.aclAuthorizeRequests)
+	handle(t, structs.MethodACLTokenResolve, s.aclTokenResolve)
+	handle(t, structs.MethodACLPolicyResolve, s.aclPolicyResolve)
+	handle(t, structs.MethodACLRoleResolve, s.aclRoleResolve)
 
 	// Snapshots (snapshot_endpoint.go).
 	handle(t, structs.MethodSnapshotSave, s.snapshotSave)

@@ -97,8 +97,9 @@ func (s *Server) leaderLoop(ctx context.Context) {
 		case <-time.After(time.Second):
 		}
 	}
-	defer s.startConnectCA(ctx)() // connect_ca_leader.go
-	defer s.startACLs(ctx)()      // acl_leader.go
+	aclsReady := make(chan struct{})
+	defer s.startConnectCA(ctx, aclsReady)() // connect_ca_leader.go
+	defer s.startACLs(ctx, aclsReady)()      // acl_leader.go
 	var health sync.WaitGroup
 	health.Add(2)
 	go func() {

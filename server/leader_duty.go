@@ -20,6 +20,12 @@ type leaderDuty struct {
 	every time.Duration
 	tick  func(now time.Time) error
 	fails string // the log message of a failed tick
+	// after, when set, holds setup back until it is closed; ready, when
+	// set, is closed once setup succeeded. The CA waits so for the ACLs,
+	// as Consul's leader sets up ACLs first: a client that waits for the
+	// CA roots (sdk/testutil) then finds the initial management token.
+	after <-chan struct{}
+	ready chan struct{}
 }
 
 // startLeaderDuty runs d until ctx ends; the leader loop defers the
@@ -39,9 +45,19 @@ func (s *Server) startLeaderDuty(ctx context.Context, d leaderDuty) (stop func()
 }
 
 func (s *Server) runLeaderDuty(ctx context.Context, d leaderDuty) {
+	if d.after != nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.after:
+		}
+	}
 	for backoff := 100 * time.Millisecond; ; backoff = min(2*backoff, leaderDutyRetryMax) {
 		err := d.setup()
 		if err == nil {
+			if d.ready != nil {
+				close(d.ready)
+			}
 			break
 		}
 		s.logger.Error("failed to initialize "+d.what+", will retry", "error", err, "retry_in", backoff)

@@ -152,6 +152,9 @@ func (s *Server) preparedQueryExecute(ctx context.Context, args *structs.Prepare
 		if nodes, err = sortByRTT(st, querySource(st, q, args), nodes, checkServiceNodeName); err != nil {
 			return err
 		}
+		if nodes, err = s.filterExecuted(ctx, args, q, nodes, &reply.QueryMeta); err != nil {
+			return err
+		}
 		if args.Limit > 0 && len(nodes) > args.Limit {
 			nodes = nodes[:args.Limit]
 		}
@@ -166,6 +169,28 @@ func (s *Server) preparedQueryExecute(ctx context.Context, args *structs.Prepare
 		reply.Failovers = 0
 		return nil
 	})
+}
+
+// filterExecuted keeps the instances that the query's token, or the
+// caller's when the query has none, may read, as Consul's Execute: a
+// stored Token "is used each time the query is executed". Resolved on
+// every wake of a blocking execute, so a deleted token stops the answers.
+func (s *Server) filterExecuted(ctx context.Context, args *structs.PreparedQueryExecuteRequest, q *structs.PreparedQuery, nodes structs.CheckServiceNodes, meta *structs.QueryMeta) (structs.CheckServiceNodes, error) {
+	if !s.cfg.ACLs.Enabled {
+		return nodes, nil
+	}
+	token := args.Token
+	if q.Token != "" {
+		token = q.Token
+	}
+	authz, tok, err := s.ResolveToken(ctx, token)
+	if err != nil {
+		return nil, err
+	}
+	nodes, filtered := filterQueryNodes(authz, nodes)
+	// As enforcer.after: an anonymous caller is not told.
+	meta.ResultsFilteredByACLs = filtered && tok != nil && tok.AccessorID != structs.ACLTokenAnonymousID
+	return nodes, nil
 }
 
 func checkServiceNodeName(n structs.CheckServiceNode) string {

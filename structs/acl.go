@@ -18,6 +18,10 @@ const (
 	// everything (Consul's "global-management"). Its rules never change.
 	ACLPolicyGlobalManagementID   = "00000000-0000-0000-0000-000000000001"
 	ACLPolicyGlobalManagementName = "global-management"
+	// ACLPolicyGlobalReadOnlyID is the built-in policy that grants read
+	// on every resource (Consul's "builtin/global-read-only").
+	ACLPolicyGlobalReadOnlyID   = "00000000-0000-0000-0000-000000000002"
+	ACLPolicyGlobalReadOnlyName = "builtin/global-read-only"
 
 	// ACLTokenAnonymousID is the accessor of the anonymous token, the one
 	// a request without a token is served as.
@@ -27,6 +31,36 @@ const (
 	// user policy may be named so.
 	ACLBuiltinPrefix = "builtin/"
 )
+
+// ACLPolicyGlobalReadOnlyRules are the rules of the global-read-only
+// policy: read on every resource.
+const ACLPolicyGlobalReadOnlyRules = `acl = "read"
+agent_prefix "" {
+  policy = "read"
+}
+event_prefix "" {
+  policy = "read"
+}
+key_prefix "" {
+  policy = "read"
+}
+keyring = "read"
+node_prefix "" {
+  policy = "read"
+}
+operator = "read"
+mesh = "read"
+peering = "read"
+query_prefix "" {
+  policy = "read"
+}
+service_prefix "" {
+  policy = "read"
+  intentions = "read"
+}
+session_prefix "" {
+  policy = "read"
+}`
 
 // ACLPolicyGlobalManagementRules are the rules of the global-management
 // policy, as Consul shows them: write on every resource, intentions
@@ -364,18 +398,36 @@ func (p *ACLPolicy) Validate() error {
 }
 
 // ValidateGlobalManagementChange refuses what Consul refuses on the
-// built-in global-management policy: a new name or new rules.
+// built-in global-management and global-read-only policies: a new name
+// or new rules.
 func (p *ACLPolicy) ValidateGlobalManagementChange(existing *ACLPolicy) error {
-	if p.ID != ACLPolicyGlobalManagementID {
+	var which string
+	switch p.ID {
+	case ACLPolicyGlobalManagementID:
+		which = "global-management"
+	case ACLPolicyGlobalReadOnlyID:
+		which = "global-read-only"
+	default:
 		return nil
 	}
 	if p.Name != existing.Name {
-		return fmt.Errorf("Changing the Name for the builtin global-management policy is not permitted")
+		return fmt.Errorf("Changing the Name for the builtin %s policy is not permitted", which)
 	}
 	if p.Rules != existing.Rules {
-		return fmt.Errorf("Changing the Rules for the builtin global-management policy is not permitted")
+		return fmt.Errorf("Changing the Rules for the builtin %s policy is not permitted", which)
 	}
 	return nil
+}
+
+// ACLBuiltinPolicies are the policies every cluster has, created by the
+// leader when missing.
+func ACLBuiltinPolicies() []*ACLPolicy {
+	return []*ACLPolicy{ACLGlobalManagementPolicy(), {
+		ID:          ACLPolicyGlobalReadOnlyID,
+		Name:        ACLPolicyGlobalReadOnlyName,
+		Description: "Builtin Policy that grants unlimited read-only access to all components",
+		Rules:       ACLPolicyGlobalReadOnlyRules,
+	}}
 }
 
 // ACLGlobalManagementPolicy is the built-in global-management policy as a

@@ -277,3 +277,46 @@ func cloneTemplatedPolicies(in []ACLTemplatedPolicy) []ACLTemplatedPolicy {
 	}
 	return out
 }
+
+// ACLTokenResolveRequest resolves the caller's token (QueryOptions.Token;
+// "" is the anonymous token).
+type ACLTokenResolveRequest struct {
+	QueryOptions
+}
+
+// ACLTokenResolveResponse is what a client agent needs to compile the
+// caller's token itself: the token as stored (its SecretID redacted: the
+// caller has it) and the servers' acl.default_policy, under which the
+// agent compiles it so that it decides as the servers do.
+type ACLTokenResolveResponse struct {
+	Token         *ACLToken
+	DefaultPolicy string
+	QueryMeta
+}
+
+// ACLPolicyBatchGetRequest reads the policies with the IDs PolicyIDs.
+type ACLPolicyBatchGetRequest struct {
+	PolicyIDs []string
+	QueryOptions
+}
+
+// ACLPolicyBatchResponse holds the policies found and readable by the
+// caller; an ID missing from it names no such policy (or one the caller
+// may not read).
+type ACLPolicyBatchResponse struct {
+	Policies []*ACLPolicy
+	QueryMeta
+}
+
+// ACLRoleBatchGetRequest reads the roles with the IDs RoleIDs.
+type ACLRoleBatchGetRequest struct {
+	RoleIDs []string
+	QueryOptions
+}
+
+// ACLRoleBatchResponse holds the roles found and readable by the caller,
+// as ACLPolicyBatchResponse.
+type ACLRoleBatchResponse struct {
+	Roles []*ACLRole
+	QueryMeta
+}

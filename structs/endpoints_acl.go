@@ -41,6 +41,18 @@ var (
 	// MethodACLAuthorize answers access questions about the caller's
 	// token, for edges without an authorizer of their own.
 	MethodACLAuthorize = readMethod[ACLAuthorizeRequest, ACLAuthorizeResponse]("ACL.Authorize")
+
+	// MethodACLTokenResolve resolves the caller's own token for a client
+	// agent's cache: what the token links, as the server sees it, and the
+	// servers' default policy. Any token may resolve itself.
+	MethodACLTokenResolve = readMethod[ACLTokenResolveRequest, ACLTokenResolveResponse]("ACL.TokenResolve")
+	// MethodACLPolicyResolve reads policies by ID for a client agent's
+	// cache: those the caller's token links (directly or through its
+	// roles), or any with acl:read.
+	MethodACLPolicyResolve = readMethod[ACLPolicyBatchGetRequest, ACLPolicyBatchResponse]("ACL.PolicyResolve")
+	// MethodACLRoleResolve reads roles by ID, as MethodACLPolicyResolve
+	// reads policies.
+	MethodACLRoleResolve = readMethod[ACLRoleBatchGetRequest, ACLRoleBatchResponse]("ACL.RoleResolve")
 )
 
 // Sentinel errors of ACLs that cross the wire; their texts are Consul's.
@@ -64,6 +76,6 @@ func aclMethods() []MethodInfo {
 		MethodACLTokenRead, MethodACLTokenList,
 		MethodACLPolicySet, MethodACLPolicyDelete, MethodACLPolicyRead, MethodACLPolicyList,
 		MethodACLRoleSet, MethodACLRoleDelete, MethodACLRoleRead, MethodACLRoleList,
-		MethodACLAuthorize,
+		MethodACLAuthorize, MethodACLTokenResolve, MethodACLPolicyResolve, MethodACLRoleResolve,
 	}
 }

@@ -19,8 +19,9 @@ type PreparedQuery struct {
 	// Session, when set, ties the query's life to the session: the query
 	// is deleted when the session is invalidated.
 	Session string
-	// Token is the ACL token the query runs with; kept as given (Trellis
-	// has no ACLs).
+	// Token, when set, is the ACL token every execution of the query
+	// runs with instead of the caller's; it reads as "<hidden>" to callers
+	// that may not write ACLs (Redacted).
 	Token    string
 	Template QueryTemplateOptions
 	Service  ServiceQuery
@@ -174,3 +175,14 @@ type PreparedQueryExplainResponse struct {
 // ErrQueryNotFound: no query has the ID, or answers the name, a read or an
 // execute names (Consul's text, a 404 over HTTP).
 var ErrQueryNotFound = newError("QueryNotFound", CodeNotFound, "Query not found")
+
+// Redacted is a copy of the query whose Token, if any, reads "<hidden>",
+// for callers that may read the query but not write ACLs, as Consul
+// shows it. The copy shares everything else with q.
+func (q *PreparedQuery) Redacted() *PreparedQuery {
+	c := *q
+	if c.Token != "" {
+		c.Token = redactedSecret
+	}
+	return &c
+}

@@ -1,8 +1,9 @@
 // Package authz is how an agent's own edges (its HTTP endpoints that do
-// not go to the servers, its xDS streams, its DNS answers) learn what a
-// token may do: it asks the servers with ACL.Authorize, so that a client
-// agent never decides on its own authority, and turns a denial into
-// Consul's text (acl.PermissionDeniedError).
+// not go to the servers, its xDS streams) learn what a token may do: they
+// ask a Resolver for the token's authorizer (on a client agent its ACL
+// cache, agent/aclcache, holding the servers' data; on a server the
+// server's own resolution) and turn a denial into Consul's text
+// (acl.PermissionDeniedError).
 package authz
 
 import (
@@ -11,7 +12,6 @@ import (
 	"fmt"
 
 	"github.com/trellis-mesh/trellis/acl"
-	"github.com/trellis-mesh/trellis/structs"
 )
 
 // Check is one question about a token: access on resource, segment naming
@@ -32,58 +32,62 @@ func Write(res acl.Resource, seg string) Check {
 	return Check{Resource: res, Access: acl.AccessWrite, Segment: seg}
 }
 
+// Resolver turns a token's SecretID into what it may do: an unknown
+// token is structs.ErrACLNotFound.
+type Resolver interface {
+	Resolve(ctx context.Context, token string) (*acl.Authorizer, error)
+}
+
+// ResolverFunc is a function as a Resolver.
+type ResolverFunc func(ctx context.Context, token string) (*acl.Authorizer, error)
+
+// Resolve calls f.
+func (f ResolverFunc) Resolve(ctx context.Context, token string) (*acl.Authorizer, error) {
+	return f(ctx, token)
+}
+
 // Config holds what a Checker needs.
 type Config struct {
-	// RPC reaches the servers (the local server on a server agent).
-	// Required.
-	RPC structs.Caller
-	// Datacenter is the local datacenter, where tokens are resolved.
-	Datacenter string
+	// Resolver resolves tokens. Required.
+	Resolver Resolver
 }
 
-// Checker asks the servers about tokens. It keeps no state: every call
-// is one ACL.Authorize round trip, so a token deleted or changed is seen
-// at the next question.
+// Checker answers questions about tokens with their authorizers. It
+// keeps no state of its own: how fresh an answer is, and what happens
+// while no server can be reached, is the Resolver's.
 type Checker struct {
-	rpc structs.Caller
-	dc  string
+	resolver Resolver
 }
 
-// ErrInvalidConfig is returned by New for a Config without RPC.
+// ErrInvalidConfig is returned by New for a Config without Resolver.
 var ErrInvalidConfig = errors.New("authz: invalid config")
 
 // New builds a Checker.
 func New(cfg Config) (*Checker, error) {
-	if cfg.RPC == nil {
-		return nil, fmt.Errorf("%w: RPC is required", ErrInvalidConfig)
+	if cfg.Resolver == nil {
+		return nil, fmt.Errorf("%w: Resolver is required", ErrInvalidConfig)
 	}
-	return &Checker{rpc: cfg.RPC, dc: cfg.Datacenter}, nil
+	return &Checker{resolver: cfg.Resolver}, nil
 }
 
-// ask is one ACL.Authorize round trip: the answer to each check, in
-// order, and the token's AccessorID for denials. An unknown token is the
-// servers' structs.ErrACLNotFound ("ACL not found", a 403), and a failure
-// to reach them is an error too: an agent that cannot ask does not allow.
+// ask answers each check, in order, with the token's AccessorID for
+// denials. An unknown token is structs.ErrACLNotFound ("ACL not found", a
+// 403).
 func (c *Checker) ask(ctx context.Context, token string, checks []Check) ([]bool, string, error) {
-	args := structs.ACLAuthorizeRequest{QueryOptions: structs.QueryOptions{Token: token}}
-	args.Datacenter = c.dc
-	for _, ch := range checks {
-		args.Requests = append(args.Requests, structs.ACLAuthorizationRequest{
-			Resource: string(ch.Resource), Segment: ch.Segment, Access: ch.Access.String(),
-		})
-	}
-	var reply structs.ACLAuthorizeResponse
-	if err := structs.MethodACLAuthorize.Call(ctx, c.rpc, &args, &reply); err != nil {
-		return nil, "", fmt.Errorf("authz: ask the servers: %w", err)
-	}
-	if len(reply.Responses) != len(checks) {
-		return nil, "", fmt.Errorf("authz: %d answers to %d questions", len(reply.Responses), len(checks))
+	a, err := c.resolver.Resolve(ctx, token)
+	if err != nil {
+		// Unwrapped: "ACL not found" is the whole of Consul's answer.
+		return nil, "", err
 	}
 	out := make([]bool, len(checks))
-	for i, r := range reply.Responses {
-		out[i] = r.Allow
+	for i, ch := range checks {
+		d, err := a.Decide(ch.Resource, ch.Access, ch.Segment)
+		if err != nil {
+			return nil, "", fmt.Errorf("authz: %w", err)
+		}
+		out[i] = d == acl.Allow
 	}
-	return out, reply.AccessorID, nil
+	return out, a.AccessorID(), nil
 }
 
 // Allowed answers each check for token, in order (for filtering lists).

@@ -68,6 +68,9 @@ type ACLTokens struct {
 	// ConfigFileServiceRegistration registers the services of config
 	// files (config_file_service_registration).
 	ConfigFileServiceRegistration string
+	// DNS is the token of DNS lookups (dns; the default token when
+	// unset).
+	DNS string
 }
 
 // aclSource is the acl block of one layer.
@@ -91,6 +94,7 @@ type aclTokensSource struct {
 	Default                       *string `json:"default"`
 	Replication                   *string `json:"replication"`
 	ConfigFileServiceRegistration *string `json:"config_file_service_registration"`
+	DNS                           *string `json:"dns"`
 	// Deprecated forms of initial_management and agent_recovery.
 	Master      *string `json:"master"`
 	AgentMaster *string `json:"agent_master"`
@@ -193,6 +197,7 @@ func buildACL(s aclSource, p *problems) ACL {
 			Default:                       deref(s.Tokens.Default),
 			Replication:                   deref(s.Tokens.Replication),
 			ConfigFileServiceRegistration: deref(s.Tokens.ConfigFileServiceRegistration),
+			DNS:                           deref(s.Tokens.DNS),
 		},
 	}
 	out.DefaultPolicy = oneOf("acl.default_policy", *s.DefaultPolicy, p, "allow", "deny")

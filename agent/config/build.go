@@ -146,6 +146,7 @@ func build(s *source, dev bool, opts LoadOptions) (*RuntimeConfig, []string, err
 	rc.RetryInterval = duration("retry_interval", s.RetryInterval, true, &p)
 	rc.ReconnectTimeout = duration("reconnect_timeout", s.ReconnectTimeout, true, &p)
 	rc.SessionTTLMin = duration("session_ttl_min", s.SessionTTLMin, true, &p)
+	rc.RPCHoldTimeout = duration("performance.rpc_hold_timeout", s.Performance.RPCHoldTimeout, true, &p)
 	rc.AEInterval = duration("ae_interval", s.AEInterval, true, &p)
 	rc.SyncCoordinateIntervalMin = duration("sync_coordinate_interval_min", s.SyncCoordinateIntervalMin, true, &p)
 	rc.CheckUpdateInterval = duration("check_update_interval", s.CheckUpdateInterval, false, &p)

@@ -23,6 +23,7 @@ const (
 	DefaultSyncCoordinateIntervalMin = "15s"
 	DefaultCheckUpdateInterval       = "5m"
 	DefaultRaftMultiplier            = 5
+	DefaultRPCHoldTimeout            = "7s"
 	// DefaultXDSUpdateMaxPerSecond is Consul's xds.update_max_per_second.
 	DefaultXDSUpdateMaxPerSecond = 250.0
 	DefaultLogLevel              = "info"
@@ -81,7 +82,7 @@ func defaultSource() *source {
 		AEInterval:                ptr(DefaultAEInterval),
 		CheckUpdateInterval:       ptr(DefaultCheckUpdateInterval),
 		SyncCoordinateIntervalMin: ptr(DefaultSyncCoordinateIntervalMin),
-		Performance:               performanceSource{RaftMultiplier: ptr(DefaultRaftMultiplier)},
+		Performance:               performanceSource{RaftMultiplier: ptr(DefaultRaftMultiplier), RPCHoldTimeout: ptr(DefaultRPCHoldTimeout)},
 		XDS:                       xdsSource{UpdateMaxPerSecond: ptr(DefaultXDSUpdateMaxPerSecond)},
 		Autopilot:                 defaultAutopilotSource(),
 		ACL:                       defaultACLSource(),

@@ -81,6 +81,7 @@ func TestLoadDefaults(t *testing.T) {
 		SyncCoordinateIntervalMin: 15 * time.Second,
 		CheckUpdateInterval:       5 * time.Minute,
 		RaftMultiplier:            5,
+		RPCHoldTimeout:            7 * time.Second,
 		Limits:                    Limits{KVMaxValueSize: 512 * 1024, TxnMaxReqLen: 512 * 1024},
 		Connect:                   Connect{Enabled: true, CAProvider: "consul", LeafCertTTL: 72 * time.Hour, RootCertTTL: 87600 * time.Hour},
 		IntentionDefaultPolicy:    "allow",

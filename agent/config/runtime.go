@@ -82,6 +82,10 @@ type RuntimeConfig struct {
 	// RaftMultiplier scales Raft's timing (1 fastest, 10 slowest); Consul's
 	// default is 5, and 1 in -dev.
 	RaftMultiplier int
+	// RPCHoldTimeout is how long a client agent keeps retrying an RPC
+	// while no server answers (performance.rpc_hold_timeout, 7s) before
+	// it fails, and ACLs fall back on acl.down_policy.
+	RPCHoldTimeout time.Duration
 	// Limits bound request sizes.
 	Limits Limits
 

@@ -162,7 +162,7 @@ func consulKeys() *keyNode {
 		"performance": object(map[string]*keyNode{
 			"raft_multiplier":  honoured(),
 			"leave_drain_time": ignored(),
-			"rpc_hold_timeout": ignored(),
+			"rpc_hold_timeout": honoured(),
 		}),
 		"limits": object(with(ignoredAll(
 			"http_max_conns_per_client", "https_handshake_timeout", "request_limits",
@@ -250,8 +250,8 @@ func consulKeys() *keyNode {
 			"tokens": object(with(ignoredAll("managed_service_provider"), map[string]*keyNode{
 				"initial_management": honoured(), "agent": honoured(), "agent_recovery": honoured(),
 				"default": honoured(), "replication": honoured(),
-				"config_file_service_registration": honoured(),
-				"master":                           honoured(), "agent_master": honoured(),
+				"config_file_service_registration": honoured(), "dns": honoured(),
+				"master": honoured(), "agent_master": honoured(),
 			})),
 		})),
 		"autopilot": object(with(ignoredAll(

@@ -147,7 +147,8 @@ type dnsSOASource struct {
 }
 
 type performanceSource struct {
-	RaftMultiplier *int `json:"raft_multiplier"`
+	RaftMultiplier *int    `json:"raft_multiplier"`
+	RPCHoldTimeout *string `json:"rpc_hold_timeout"`
 }
 
 type limitsSource struct {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/trellis-mesh/trellis/structs"
 )
@@ -153,4 +154,29 @@ func pathName(r *http.Request, prefix string) (string, error) {
 		return "", badRequest(fmt.Sprintf("invalid name %q", raw))
 	}
 	return name, nil
+}
+
+// aclReplicationStatus is GET /v1/acl/replication's body, Consul's
+// structs.ACLReplicationStatus.
+type aclReplicationStatus struct {
+	Enabled              bool
+	Running              bool
+	SourceDatacenter     string
+	ReplicationType      string
+	ReplicatedIndex      uint64
+	ReplicatedRoleIndex  uint64
+	ReplicatedTokenIndex uint64
+	LastSuccess          time.Time
+	LastError            time.Time
+	LastErrorMessage     string
+}
+
+// aclReplication serves GET /v1/acl/replication. Trellis runs one
+// datacenter, the primary, where Consul never replicates ACLs: the status
+// is always "not enabled, not running" (401 with ACLs off, as Consul).
+func (s *Server) aclReplication(_ http.ResponseWriter, _ *http.Request) (any, error) {
+	if !s.aclsEnabled {
+		return nil, structs.ErrACLDisabled
+	}
+	return aclReplicationStatus{}, nil
 }

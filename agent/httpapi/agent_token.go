@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/trellis-mesh/trellis/acl"
+	"github.com/trellis-mesh/trellis/agent/authz"
 	"github.com/trellis-mesh/trellis/agent/token"
 	"github.com/trellis-mesh/trellis/structs"
 )
@@ -46,16 +47,8 @@ func (s *Server) agentToken(_ http.ResponseWriter, r *http.Request) (any, error)
 	if !s.aclsEnabled || s.tokens == nil {
 		return nil, structs.ErrACLDisabled
 	}
-	args := structs.ACLAuthorizeRequest{
-		Requests:     []structs.ACLAuthorizationRequest{{Resource: string(acl.ResourceACL), Access: "write"}},
-		QueryOptions: structs.QueryOptions{Datacenter: s.dc, Token: parseToken(r)},
-	}
-	var authz structs.ACLAuthorizeResponse
-	if err := structs.MethodACLAuthorize.Call(r.Context(), s.rpc, &args, &authz); err != nil {
+	if err := s.requireACL(r, authz.Write(acl.ResourceACL, "")); err != nil {
 		return nil, err
-	}
-	if len(authz.Responses) != 1 || !authz.Responses[0].Allow {
-		return nil, &acl.PermissionDeniedError{AccessorID: authz.AccessorID, Resource: acl.ResourceACL, Access: acl.AccessWrite}
 	}
 	var body struct{ Token string }
 	if err := decodeRequest(r, &body); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/hashicorp/consul/api"
 
+	"github.com/trellis-mesh/trellis/agent/authz"
 	"github.com/trellis-mesh/trellis/agent/token"
 	"github.com/trellis-mesh/trellis/server"
 )
@@ -22,8 +23,11 @@ func startTokenServer(t *testing.T, store *token.Store, aclsOn bool) (*api.Clien
 	t.Helper()
 	c, base, _ := startRealServerConfig(t, func(sc *server.Config) {
 		sc.ACLs = server.ACLConfig{Enabled: aclsOn, DefaultPolicy: "deny", InitialManagement: rootToken}
-	}, func(_ *server.Server, cfg *Config) {
+	}, func(srv *server.Server, cfg *Config) {
 		cfg.ACLsEnabled, cfg.Tokens = aclsOn, store
+		if aclsOn {
+			cfg.ACL = serverChecker(t, srv)
+		}
 	})
 	if aclsOn {
 		// The leader stores the initial management token after its barrier.
@@ -39,6 +43,17 @@ func startTokenServer(t *testing.T, store *token.Store, aclsOn bool) (*api.Clien
 		}
 	}
 	return c, base
+}
+
+// serverChecker decides the agent's own endpoints with srv's own
+// resolution, as a server agent does.
+func serverChecker(t *testing.T, srv *server.Server) *authz.Checker {
+	t.Helper()
+	c, err := authz.New(authz.Config{Resolver: authz.ResolverFunc(srv.ResolveAuthorizer)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 func putToken(t *testing.T, base, kind, secret, body string) (int, string) {
@@ -72,7 +87,7 @@ func TestAgentTokenEndpoint(t *testing.T) {
 	get := map[token.Kind]func() string{
 		token.KindDefault: store.UserToken, token.KindAgent: store.AgentToken,
 		token.KindAgentRecovery: store.AgentRecoveryToken, token.KindReplication: store.ReplicationToken,
-		token.KindConfigFileServiceRegistration: store.ConfigFileRegistrationToken,
+		token.KindConfigFileServiceRegistration: store.ConfigFileRegistrationToken, token.KindDNS: store.DNSToken,
 	}
 	for _, tc := range []struct {
 		name, kind, secret, body string
@@ -85,10 +100,11 @@ func TestAgentTokenEndpoint(t *testing.T) {
 		{name: "unknown secret", kind: "agent", secret: "nope", body: `{"Token": "x"}`, status: 403, msg: "ACL not found"},
 		{name: "bad body", kind: "agent", secret: rootToken, body: `{"Token": 1}`, status: 400, msg: "Request decode failed"},
 		{name: "unknown kind", kind: "user", secret: rootToken, body: `{"Token": "x"}`, status: 404, msg: `Token "user" is unknown`},
-		// agent and config_file_service_registration first: unset, they
+		// agent, config_file_service_registration and dns first: unset, they
 		// follow the default token.
 		{name: "agent", kind: "agent", secret: rootToken, status: 200, set: token.KindAgent},
 		{name: "config_file_service_registration", kind: "config_file_service_registration", secret: rootToken, status: 200, set: token.KindConfigFileServiceRegistration},
+		{name: "dns", kind: "dns", secret: rootToken, status: 200, set: token.KindDNS},
 		{name: "default", kind: "default", secret: rootToken, status: 200, set: token.KindDefault},
 		{name: "agent_recovery", kind: "agent_recovery", secret: rootToken, status: 200, set: token.KindAgentRecovery},
 		{name: "replication", kind: "replication", secret: rootToken, status: 200, set: token.KindReplication},

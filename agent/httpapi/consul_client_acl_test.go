@@ -12,18 +12,22 @@ import (
 )
 
 // startACLServer is a real single server with ACLs on (default deny),
-// behind the HTTP API; the client carries no token.
+// behind the HTTP API of an agent with ACLs on; the client carries no
+// token.
 func startACLServer(t *testing.T) (*api.Client, string) {
 	t.Helper()
 	c, url, _ := startRealServerConfig(t, func(sc *server.Config) {
 		sc.ACLs = server.ACLConfig{Enabled: true, DefaultPolicy: "deny"}
-	}, nil)
+	}, func(srv *server.Server, cfg *Config) {
+		cfg.ACLsEnabled, cfg.ACL = true, serverChecker(t, srv)
+	})
 	return c, url
 }
 
 // TestConsulClientACL: the official client's ACL calls against a real
 // server with ACLs on: bootstrap once, policies, roles and tokens through
-// their whole life, self, clone, filtered lists and Consul's 403 texts.
+// their whole life, self, clone, filtered lists, the replication status
+// and Consul's 403 texts.
 func TestConsulClientACL(t *testing.T) {
 	c, base := startACLServer(t)
 	a := c.ACL()
@@ -49,6 +53,10 @@ func TestConsulClientACL(t *testing.T) {
 	}
 	w := &api.WriteOptions{Token: root.SecretID}
 	q := &api.QueryOptions{Token: root.SecretID}
+	// One datacenter: replication is never on, as in Consul's primary.
+	if repl, _, err := a.Replication(q); err != nil || repl.Enabled || repl.Running {
+		t.Fatalf("replication: %+v %v", repl, err)
+	}
 
 	pol, _, err := a.PolicyCreate(&api.ACLPolicy{Name: "kv", Rules: `key_prefix "" { policy = "read" }`, Description: "read kv"}, w)
 	if err != nil || pol.ID == "" || pol.CreateIndex == 0 {
@@ -64,8 +72,9 @@ func TestConsulClientACL(t *testing.T) {
 	if missing, _, err := a.PolicyReadByName("nope", q); err != nil || missing != nil {
 		t.Fatalf("missing policy by name: %+v %v", missing, err)
 	}
+	// kv and the two built-in policies.
 	pols, _, err := a.PolicyList(q)
-	if err != nil || len(pols) != 2 {
+	if err != nil || len(pols) != 3 {
 		t.Fatalf("policies: %v %v", pols, err)
 	}
 	role, _, err := a.RoleCreate(&api.ACLRole{Name: "readers", Policies: []*api.ACLRolePolicyLink{{Name: "kv"}}}, w)

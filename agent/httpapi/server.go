@@ -80,7 +80,7 @@ type Config struct {
 	// EnableDebug serves /debug/pprof/ (debug.go), Consul's enable_debug.
 	EnableDebug bool
 	// ACLsEnabled says the cluster runs with ACLs: PUT /v1/agent/token
-	// answers 401 without it, as Consul does.
+	// answers 401 without it, as Consul does. It requires ACL.
 	ACLsEnabled bool
 	// Tokens is the agent's token store (agent_token.go); nil answers
 	// /v1/agent/token with 401 and adds no default token.
@@ -139,6 +139,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("%w: Datacenter is required", ErrInvalidConfig)
 	case cfg.SessionTTLMin < 0:
 		return nil, fmt.Errorf("%w: SessionTTLMin is negative", ErrInvalidConfig)
+	case cfg.ACLsEnabled && cfg.ACL == nil:
+		// Otherwise the agent's own endpoints would let every token in.
+		return nil, fmt.Errorf("%w: ACL is required with ACLsEnabled", ErrInvalidConfig)
 	}
 	s := &Server{
 		rpc:         cfg.RPC,
@@ -295,6 +298,7 @@ func (s *Server) routes() *http.ServeMux {
 	handle("/v1/agent/token/", put, s.agentToken)
 	gpd := []string{http.MethodGet, http.MethodPut, http.MethodDelete}
 	handle("/v1/acl/bootstrap", put, s.aclBootstrap)
+	handle("/v1/acl/replication", get, s.aclReplication)
 	handle("/v1/acl/token", put, s.aclTokenCreate)
 	handle("/v1/acl/token/", gpd, s.aclTokenSpecific)
 	handle("/v1/acl/tokens", get, s.aclTokenList)

@@ -37,6 +37,9 @@ const (
 	// KindConfigFileServiceRegistration registers the services and checks
 	// of config files. Unset, they use KindDefault.
 	KindConfigFileServiceRegistration Kind = "config_file_service_registration"
+	// KindDNS is the token of the agent's DNS lookups (acl.tokens.dns).
+	// Unset, they use KindDefault.
+	KindDNS Kind = "dns"
 )
 
 // FileName is the persistence file under the data dir (Consul's name).
@@ -77,6 +80,8 @@ func ParseKind(name string) (Kind, error) {
 		return KindReplication, nil
 	case "config_file_service_registration":
 		return KindConfigFileServiceRegistration, nil
+	case "dns":
+		return KindDNS, nil
 	}
 	return "", fmt.Errorf("%w: %q", ErrUnknownKind, name)
 }
@@ -88,6 +93,7 @@ type Tokens struct {
 	AgentRecovery                 string
 	Replication                   string
 	ConfigFileServiceRegistration string
+	DNS                           string
 }
 
 // Config holds the store's dependencies.
@@ -99,7 +105,11 @@ type Config struct {
 	// New over Configured. Empty keeps them in memory only
 	// (enable_token_persistence off, or -dev without a data dir).
 	PersistDir string
-	Logger     *slog.Logger
+	// Changed, when set, is told the old and new values of every token
+	// that Set or SetConfigured replaced (after the change, without the
+	// store's lock), so that what was decided about them is forgotten.
+	Changed func(secrets ...string)
+	Logger  *slog.Logger
 }
 
 // entry is one kind's token and whether the API set it (only those are
@@ -111,8 +121,9 @@ type entry struct {
 
 // Store holds the tokens. It is safe for concurrent use.
 type Store struct {
-	path   string
-	logger *slog.Logger
+	path    string
+	logger  *slog.Logger
+	changed func(secrets ...string)
 
 	mu sync.Mutex
 	// tokens is guarded by mu.
@@ -128,6 +139,7 @@ type persisted struct {
 	AgentMaster            string `json:"agent_master,omitempty"`
 	Replication            string `json:"replication,omitempty"`
 	ConfigFileRegistration string `json:"config_file_service_registration,omitempty"`
+	DNS                    string `json:"dns,omitempty"`
 }
 
 // New builds the store from the configured tokens and, when persisting,
@@ -137,7 +149,7 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{logger: cfg.Logger, tokens: make(map[Kind]entry)}
+	s := &Store{logger: cfg.Logger, changed: cfg.Changed, tokens: make(map[Kind]entry)}
 	s.SetConfigured(cfg.Configured)
 	if cfg.PersistDir == "" {
 		return s, nil
@@ -159,7 +171,7 @@ func New(cfg Config) (*Store, error) {
 	}
 	for k, v := range map[Kind]string{
 		KindDefault: p.Default, KindAgent: p.Agent, KindAgentRecovery: p.AgentRecovery,
-		KindReplication: p.Replication, KindConfigFileServiceRegistration: p.ConfigFileRegistration,
+		KindReplication: p.Replication, KindConfigFileServiceRegistration: p.ConfigFileRegistration, KindDNS: p.DNS,
 	} {
 		if v != "" {
 			s.tokens[k] = entry{value: v, api: true}
@@ -172,15 +184,27 @@ func New(cfg Config) (*Store, error) {
 // SetConfigured replaces the tokens that came from the config (at start
 // and on reload); tokens set through the API stay.
 func (s *Store) SetConfigured(t Tokens) {
+	var replaced []string
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for k, v := range map[Kind]string{
 		KindDefault: t.Default, KindAgent: t.Agent, KindAgentRecovery: t.AgentRecovery,
-		KindReplication: t.Replication, KindConfigFileServiceRegistration: t.ConfigFileServiceRegistration,
+		KindReplication: t.Replication, KindConfigFileServiceRegistration: t.ConfigFileServiceRegistration, KindDNS: t.DNS,
 	} {
-		if !s.tokens[k].api {
+		if old := s.tokens[k]; !old.api {
+			if old.value != v {
+				replaced = append(replaced, old.value, v)
+			}
 			s.tokens[k] = entry{value: v}
 		}
+	}
+	s.mu.Unlock()
+	s.notify(replaced)
+}
+
+// notify tells Changed about replaced tokens.
+func (s *Store) notify(replaced []string) {
+	if s.changed != nil && len(replaced) > 0 {
+		s.changed(replaced...)
 	}
 }
 
@@ -188,11 +212,24 @@ func (s *Store) SetConfigured(t Tokens) {
 // persisting, the file is written first: if that fails the error wraps
 // ErrPersist (a *PersistError) and the token in use does not change.
 func (s *Store) Set(kind Kind, value string) error {
+	old, err := s.set(kind, value)
+	if err != nil {
+		return err
+	}
+	if old != value {
+		s.notify([]string{old, value})
+	}
+	return nil
+}
+
+// set is Set under the lock; it returns the value replaced.
+func (s *Store) set(kind Kind, value string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, err := ParseKind(string(kind)); err != nil {
-		return err
+		return "", err
 	}
+	old := s.tokens[kind].value
 	next := make(map[Kind]entry, len(s.tokens))
 	for k, e := range s.tokens {
 		next[k] = e
@@ -202,18 +239,18 @@ func (s *Store) Set(kind Kind, value string) error {
 		// The file is local disk, not the network: writing under the lock
 		// keeps the file's order the same as the changes'.
 		if err := writeFile(s.path, next); err != nil {
-			return &PersistError{Err: err}
+			return "", &PersistError{Err: err}
 		}
 	}
 	s.tokens = next
-	return nil
+	return old, nil
 }
 
 func writeFile(path string, tokens map[Kind]entry) error {
 	var p persisted
 	for k, field := range map[Kind]*string{
 		KindDefault: &p.Default, KindAgent: &p.Agent, KindAgentRecovery: &p.AgentRecovery,
-		KindReplication: &p.Replication, KindConfigFileServiceRegistration: &p.ConfigFileRegistration,
+		KindReplication: &p.Replication, KindConfigFileServiceRegistration: &p.ConfigFileRegistration, KindDNS: &p.DNS,
 	} {
 		if e := tokens[k]; e.api {
 			*field = e.value
@@ -274,4 +311,12 @@ func (s *Store) ConfigFileRegistrationToken() string {
 func (s *Store) IsAgentRecoveryToken(secret string) bool {
 	rec := s.AgentRecoveryToken()
 	return rec != "" && subtle.ConstantTimeCompare([]byte(rec), []byte(secret)) == 1
+}
+
+// DNSToken is the token of DNS lookups, the default token when unset.
+func (s *Store) DNSToken() string {
+	if t := s.get(KindDNS); t != "" {
+		return t
+	}
+	return s.UserToken()
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -17,7 +18,7 @@ func TestParseKind(t *testing.T) {
 		{"agent", KindAgent}, {"acl_agent_token", KindAgent},
 		{"agent_recovery", KindAgentRecovery}, {"agent_master", KindAgentRecovery}, {"acl_agent_master_token", KindAgentRecovery},
 		{"replication", KindReplication}, {"acl_replication_token", KindReplication},
-		{"config_file_service_registration", KindConfigFileServiceRegistration},
+		{"config_file_service_registration", KindConfigFileServiceRegistration}, {"dns", KindDNS},
 		{"user", ""}, {"", ""}, {"Default", ""},
 	} {
 		got, err := ParseKind(tc.name)
@@ -27,19 +28,19 @@ func TestParseKind(t *testing.T) {
 	}
 }
 
-// TestFallbacks: the agent token and the config-file registration token
-// fall back to the default token, as Consul's; the others do not.
+// TestFallbacks: the agent, config-file registration and DNS tokens fall
+// back to the default token, as Consul's; the others do not.
 func TestFallbacks(t *testing.T) {
 	for _, tc := range []struct {
 		name                        string
 		cfg                         Tokens
 		user, agent, recovery, repl string
-		configFile                  string
+		configFile, dns             string
 	}{
 		{name: "none"},
-		{name: "default only", cfg: Tokens{Default: "d"}, user: "d", agent: "d", configFile: "d"},
-		{name: "each its own", cfg: Tokens{Default: "d", Agent: "a", AgentRecovery: "r", Replication: "p", ConfigFileServiceRegistration: "c"},
-			user: "d", agent: "a", recovery: "r", repl: "p", configFile: "c"},
+		{name: "default only", cfg: Tokens{Default: "d"}, user: "d", agent: "d", configFile: "d", dns: "d"},
+		{name: "each its own", cfg: Tokens{Default: "d", Agent: "a", AgentRecovery: "r", Replication: "p", ConfigFileServiceRegistration: "c", DNS: "n"},
+			user: "d", agent: "a", recovery: "r", repl: "p", configFile: "c", dns: "n"},
 		{name: "agent without default", cfg: Tokens{Agent: "a"}, agent: "a"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -47,10 +48,10 @@ func TestFallbacks(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got := [5]string{s.UserToken(), s.AgentToken(), s.AgentRecoveryToken(), s.ReplicationToken(), s.ConfigFileRegistrationToken()}
-			want := [5]string{tc.user, tc.agent, tc.recovery, tc.repl, tc.configFile}
+			got := [6]string{s.UserToken(), s.AgentToken(), s.AgentRecoveryToken(), s.ReplicationToken(), s.ConfigFileRegistrationToken(), s.DNSToken()}
+			want := [6]string{tc.user, tc.agent, tc.recovery, tc.repl, tc.configFile, tc.dns}
 			if got != want {
-				t.Errorf("user, agent, recovery, replication, config file = %q, want %q", got, want)
+				t.Errorf("user, agent, recovery, replication, config file, dns = %q, want %q", got, want)
 			}
 			if s.IsAgentRecoveryToken("") || (tc.recovery != "" && !s.IsAgentRecoveryToken(tc.recovery)) {
 				t.Errorf("IsAgentRecoveryToken is wrong for %q", tc.recovery)
@@ -153,5 +154,39 @@ func TestPersistFailureChangesNothing(t *testing.T) {
 	}
 	if err := s.Set("user", "x"); !errors.Is(err, ErrUnknownKind) {
 		t.Fatalf("Set(user) = %v", err)
+	}
+}
+
+// TestChangedTellsReplacedTokens: Set and SetConfigured tell Changed the
+// old and new value of each token they replace, and nothing when a value
+// stays, so that what was decided about the old token is forgotten.
+func TestChangedTellsReplacedTokens(t *testing.T) {
+	var told [][]string
+	s, err := New(Config{Configured: Tokens{Default: "d1", Agent: "a1"}, Changed: func(secrets ...string) { told = append(told, secrets) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		act  func() error
+		want []string
+	}{
+		{"set replaces", func() error { return s.Set(KindDefault, "d2") }, []string{"d1", "d2"}},
+		{"set the same value", func() error { return s.Set(KindDefault, "d2") }, nil},
+		{"unknown kind", func() error { _ = s.Set("user", "x"); return nil }, nil},
+		{"configured replaces a config token", func() error { s.SetConfigured(Tokens{Default: "d9", Agent: "a2"}); return nil }, []string{"a1", "a2"}},
+		{"configured the same", func() error { s.SetConfigured(Tokens{Default: "d9", Agent: "a2"}); return nil }, nil},
+	} {
+		told = nil
+		if err := tc.act(); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var got []string
+		for _, c := range told {
+			got = append(got, c...)
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%s: told %v, want %v", tc.name, got, tc.want)
+		}
 	}
 }

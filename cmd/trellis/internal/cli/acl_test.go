@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/trellis-mesh/trellis/agent/authz"
 	"github.com/trellis-mesh/trellis/agent/httpapi"
 	"github.com/trellis-mesh/trellis/agent/token"
 	"github.com/trellis-mesh/trellis/server"
@@ -40,7 +41,11 @@ func startACLAgent(t *testing.T) (string, *token.Store) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	store, _ := token.New(token.Config{})
-	h, err := httpapi.New(httpapi.Config{RPC: srv, NodeName: "node1", Datacenter: "dc1", ACLsEnabled: true, Tokens: store})
+	checker, err := authz.New(authz.Config{Resolver: authz.ResolverFunc(srv.ResolveAuthorizer)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := httpapi.New(httpapi.Config{RPC: srv, NodeName: "node1", Datacenter: "dc1", ACLsEnabled: true, Tokens: store, ACL: checker})
 	if err != nil {
 		t.Fatal(err)
 	}
