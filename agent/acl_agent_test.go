@@ -130,6 +130,15 @@ operator = "read"
 			}
 		})
 	}
+	// Every answer advertises the default policy, as Consul's do.
+	resp, err := http.Get("http://" + rc.HTTPListenAddrs()[0] + "/v1/agent/self")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = resp.Body.Close()
+	if got := resp.Header.Get("X-Consul-Default-ACL-Policy"); got != "deny" {
+		t.Errorf("X-Consul-Default-ACL-Policy = %q, want deny", got)
+	}
 	// Nothing the weak token asked for happened.
 	svcs, err := c.Agent().ServicesWithFilterOpts("", &api.QueryOptions{Token: root.SecretID})
 	if err != nil || len(svcs) != 1 || svcs["db"] == nil {

@@ -417,6 +417,7 @@ func (a *Agent) startHTTP() error {
 		EnableDebug:       rc.EnableDebug,
 		Host:              hostInfo{},
 		ACLsEnabled:       a.acls,
+		DefaultACLPolicy:  rc.ACL.DefaultPolicy,
 		Tokens:            a.tokens,
 		ACL:               a.httpACL(),
 	})

@@ -9,6 +9,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -82,6 +83,9 @@ type Config struct {
 	// ACLsEnabled says the cluster runs with ACLs: PUT /v1/agent/token
 	// answers 401 without it, as Consul does. It requires ACL.
 	ACLsEnabled bool
+	// DefaultACLPolicy is acl.default_policy, advertised on every answer
+	// in X-Consul-Default-ACL-Policy as Consul does; "" is "allow".
+	DefaultACLPolicy string
 	// Tokens is the agent's token store (agent_token.go); nil answers
 	// /v1/agent/token with 401 and adds no default token.
 	Tokens AgentTokens
@@ -123,9 +127,11 @@ type Server struct {
 	enableDebug bool
 	host        HostInfo
 	aclsEnabled bool
-	tokens      AgentTokens
-	acl         ACLChecker
-	handler     http.Handler
+	// defaultACLPolicy is X-Consul-Default-ACL-Policy's value.
+	defaultACLPolicy string
+	tokens           AgentTokens
+	acl              ACLChecker
+	handler          http.Handler
 }
 
 // New builds the HTTP API from cfg.
@@ -144,29 +150,30 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("%w: ACL is required with ACLsEnabled", ErrInvalidConfig)
 	}
 	s := &Server{
-		rpc:         cfg.RPC,
-		log:         cfg.Logger,
-		nodeName:    cfg.NodeName,
-		dc:          cfg.Datacenter,
-		sessionMin:  cfg.SessionTTLMin,
-		self:        cfg.Self,
-		metrics:     cfg.Metrics,
-		members:     cfg.Membership,
-		wan:         cfg.WANMembership,
-		leaver:      cfg.Leaver,
-		reloader:    cfg.Reloader,
-		monitor:     cfg.Monitor,
-		local:       cfg.Local,
-		proxyStatus: cfg.ProxyStatus,
-		leafCerts:   cfg.LeafCerts,
-		authorizer:  cfg.ConnectAuthorizer,
-		events:      cfg.Events,
-		cache:       cfg.Cache,
-		enableDebug: cfg.EnableDebug,
-		host:        cfg.Host,
-		aclsEnabled: cfg.ACLsEnabled,
-		tokens:      cfg.Tokens,
-		acl:         cfg.ACL,
+		rpc:              cfg.RPC,
+		log:              cfg.Logger,
+		nodeName:         cfg.NodeName,
+		dc:               cfg.Datacenter,
+		sessionMin:       cfg.SessionTTLMin,
+		self:             cfg.Self,
+		metrics:          cfg.Metrics,
+		members:          cfg.Membership,
+		wan:              cfg.WANMembership,
+		leaver:           cfg.Leaver,
+		reloader:         cfg.Reloader,
+		monitor:          cfg.Monitor,
+		local:            cfg.Local,
+		proxyStatus:      cfg.ProxyStatus,
+		leafCerts:        cfg.LeafCerts,
+		authorizer:       cfg.ConnectAuthorizer,
+		events:           cfg.Events,
+		cache:            cfg.Cache,
+		enableDebug:      cfg.EnableDebug,
+		host:             cfg.Host,
+		aclsEnabled:      cfg.ACLsEnabled,
+		defaultACLPolicy: cmp.Or(cfg.DefaultACLPolicy, "allow"),
+		tokens:           cfg.Tokens,
+		acl:              cfg.ACL,
 	}
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
@@ -357,9 +364,9 @@ func (s *Server) wrap(methods []string, fn endpoint) http.Handler {
 				return
 			}
 		}
-		// Advertise the default ACL policy as Consul does; with ACLs
-		// disabled it is "allow".
-		w.Header().Set("X-Consul-Default-ACL-Policy", "allow")
+		// Advertise the default ACL policy as Consul does (its
+		// default, "allow", also with ACLs disabled).
+		w.Header().Set("X-Consul-Default-ACL-Policy", s.defaultACLPolicy)
 		if r.Method == http.MethodOptions {
 			w.Header().Add("Allow", strings.Join(allow, ","))
 			return
