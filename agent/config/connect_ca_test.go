@@ -16,13 +16,17 @@ func TestLoadCSRLimits(t *testing.T) {
 		check   func(*RuntimeConfig) bool
 	}{
 		{name: "unset", hcl: `node_name = "a"`,
-			check: func(rc *RuntimeConfig) bool { return rc.Connect.CSRMaxPerSecond == nil && rc.Connect.CSRMaxConcurrent == 0 }},
+			check: func(rc *RuntimeConfig) bool {
+				return rc.Connect.CSRMaxPerSecond == nil && rc.Connect.CSRMaxConcurrent == 0
+			}},
 		{name: "both", hcl: `connect { ca_config { csr_max_per_second = 12.5 csr_max_concurrent = 2 } }`,
 			check: func(rc *RuntimeConfig) bool {
 				return rc.Connect.CSRMaxPerSecond != nil && *rc.Connect.CSRMaxPerSecond == 12.5 && rc.Connect.CSRMaxConcurrent == 2
 			}},
 		{name: "rate off", hcl: `connect { ca_config { csr_max_per_second = 0 } }`,
-			check: func(rc *RuntimeConfig) bool { return rc.Connect.CSRMaxPerSecond != nil && *rc.Connect.CSRMaxPerSecond == 0 }},
+			check: func(rc *RuntimeConfig) bool {
+				return rc.Connect.CSRMaxPerSecond != nil && *rc.Connect.CSRMaxPerSecond == 0
+			}},
 		{name: "negative rate", hcl: `connect { ca_config { csr_max_per_second = -1 } }`, wantErr: "connect.ca_config.csr_max_per_second"},
 		{name: "negative concurrency", hcl: `connect { ca_config { csr_max_concurrent = -1 } }`, wantErr: "connect.ca_config.csr_max_concurrent"},
 	} {
