@@ -277,10 +277,12 @@ func (a *Agent) startServer() error {
 		SessionTTLMin:          rc.SessionTTLMin,
 		DefaultIntentionPolicy: rc.IntentionDefaultPolicy,
 		Connect: server.ConnectConfig{
-			Disabled:    !rc.Connect.Enabled,
-			ClusterID:   rc.Connect.ClusterID,
-			LeafCertTTL: rc.Connect.LeafCertTTL,
-			RootCertTTL: rc.Connect.RootCertTTL,
+			Disabled:         !rc.Connect.Enabled,
+			ClusterID:        rc.Connect.ClusterID,
+			LeafCertTTL:      rc.Connect.LeafCertTTL,
+			RootCertTTL:      rc.Connect.RootCertTTL,
+			CSRMaxPerSecond:  rc.Connect.CSRMaxPerSecond,
+			CSRMaxConcurrent: rc.Connect.CSRMaxConcurrent,
 		},
 		AutoEncrypt: server.AutoEncryptConfig{
 			AllowTLS:             rc.AutoEncrypt.AllowTLS,

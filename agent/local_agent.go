@@ -267,6 +267,8 @@ func (l *localServices) deregisterService(id string) error {
 
 func (l *localServices) Services() map[string]*structs.NodeService { return l.state.Services() }
 
+func (l *localServices) Service(id string) *structs.NodeService { return l.state.Service(id) }
+
 func (l *localServices) WatchService(id string) (*structs.NodeService, string, <-chan struct{}) {
 	return l.state.WatchService(id)
 }

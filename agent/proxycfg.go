@@ -43,7 +43,7 @@ func (a *Agent) startProxycfg() (_ *proxyConfig, err error) {
 			p.stop()
 		}
 	}()
-	if p.leaf, err = leafsource.New(leafsource.Config{Getter: a.leaf, Logger: logger}); err != nil {
+	if p.leaf, err = leafsource.New(leafsource.Config{Watcher: a.leaf, Logger: logger}); err != nil {
 		return nil, err
 	}
 	var ds proxycfg.DataSources

@@ -19,7 +19,8 @@ import (
 // serial counter) lives in the replicated state store, so any server that
 // becomes leader can sign and rotate. What is kept here is only the
 // leader's working state: the parsed active root and key, the block of
-// serial numbers it reserved, and the signing rate limiter.
+// serial numbers it reserved, and the signing rate and concurrency
+// limiters.
 
 // Errors of the CA endpoints. Texts are Consul's where it has one.
 var (
@@ -64,6 +65,7 @@ type connectCA struct {
 	serialNext, serialEnd, serialIndex uint64
 
 	limiter tokenBucket
+	slots   csrSlots
 }
 
 // resetSerials drops the reserved serial block: a new term starts from a

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,7 +11,7 @@ import (
 )
 
 // TestConnectCAFromAgentConfig: the agent's connect block seeds the first
-// CA (cluster ID, TTLs), and connect.enabled = false leaves the cluster
+// CA (cluster ID, TTLs, CSR limits), and connect.enabled = false leaves the cluster
 // without one, every CA method answering Consul's "Connect must be
 // enabled" error.
 func TestConnectCAFromAgentConfig(t *testing.T) {
@@ -26,6 +27,20 @@ func TestConnectCAFromAgentConfig(t *testing.T) {
 		rpc(t, s, structs.MethodConnectCAConfigurationGet, &structs.DCSpecificRequest{}, &cfg)
 		if cfg.ClusterID != "11111111-2222-3333-4444-555555555555" || cfg.Config["LeafCertTTL"] != "24h0m0s" || cfg.Config["RootCertTTL"] != "87600h" {
 			t.Fatalf("config %+v", cfg)
+		}
+	})
+
+	t.Run("csr limits", func(t *testing.T) {
+		rate := 7.5
+		s := startTestCluster(t, 1, false, func(ts *testServer) {
+			ts.connect = ConnectConfig{CSRMaxPerSecond: &rate, CSRMaxConcurrent: 3}
+		})[0].srv
+		waitForCA(t, s)
+		var cfg structs.CAConfiguration
+		rpc(t, s, structs.MethodConnectCAConfigurationGet, &structs.DCSpecificRequest{}, &cfg)
+		// Numbers come back as the codec decodes them: compare as printed.
+		if fmt.Sprint(cfg.Config["CSRMaxPerSecond"]) != "7.5" || fmt.Sprint(cfg.Config["CSRMaxConcurrent"]) != "3" {
+			t.Fatalf("config %+v", cfg.Config)
 		}
 	})
 

@@ -217,8 +217,8 @@ func (s *Server) rotateCA(st *state.Store, cfg *structs.CAConfiguration, parsed 
 
 // connectCASign signs a service's CSR on the leader: the CSR must name a
 // service of this cluster's trust domain and datacenter; the request queues
-// for the rate limiter and fails with ErrRateLimited when the queue is
-// full (see csrQueueWait).
+// for the rate limiter (or, with csr_max_concurrent, for a signing slot)
+// and fails with ErrRateLimited when the queue is full (see csrQueueWait).
 func (s *Server) connectCASign(ctx context.Context, args *structs.CASignRequest, reply *structs.IssuedCert) error {
 	csr, err := ca.ParseCSR(args.CSR)
 	if err != nil {
@@ -265,7 +265,15 @@ func (s *Server) signCSR(ctx context.Context, csr *x509.CertificateRequest, vali
 	if err := validate(connect.NewSigningID(cfg.ClusterID)); err != nil {
 		return nil, err
 	}
-	if rate := s.csrRate(parsed); rate > 0 && !s.connectCA.limiter.wait(ctx, rate, csrQueueWait) {
+	// As in Consul, csr_max_concurrent, when set, replaces the rate limit:
+	// it bounds the leader's cores busy signing without slowing a burst
+	// below what they can sign.
+	if limit := parsed.CSRMaxConcurrent; limit > 0 {
+		if !s.connectCA.slots.acquire(ctx, limit, csrQueueWait) {
+			return nil, structs.ErrRateLimited
+		}
+		defer s.connectCA.slots.release(limit)
+	} else if rate := s.csrRate(parsed); rate > 0 && !s.connectCA.limiter.wait(ctx, rate, csrQueueWait) {
 		return nil, structs.ErrRateLimited
 	}
 	authority, root, err := s.connectCA.activeAuthority(st)

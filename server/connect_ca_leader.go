@@ -82,6 +82,12 @@ func (s *Server) initialCAConfig() (*structs.CAConfiguration, error) {
 	if cc.RootCertTTL > 0 {
 		m["RootCertTTL"] = cc.RootCertTTL.String()
 	}
+	if cc.CSRMaxPerSecond != nil {
+		m["CSRMaxPerSecond"] = *cc.CSRMaxPerSecond
+	}
+	if cc.CSRMaxConcurrent > 0 {
+		m["CSRMaxConcurrent"] = cc.CSRMaxConcurrent
+	}
 	return &structs.CAConfiguration{ClusterID: id, Provider: structs.ConsulCAProvider, Config: m}, nil
 }
 

@@ -84,3 +84,71 @@ func (b *tokenBucket) wait(ctx context.Context, rate float64, maxWait time.Durat
 		return false
 	}
 }
+
+// csrSlots bounds the signings under way to csr_max_concurrent, as
+// Consul's concurrency limiter: a signing takes a slot for as long as it
+// runs. Waiters are served first come first served and give up after
+// maxWait (then the caller answers ErrRateLimited, as for the rate). The
+// zero value is ready; the limit is given on every call so that a
+// configuration change applies at once.
+type csrSlots struct {
+	mu sync.Mutex
+	// busy and queue are guarded by mu. A waiter's channel is closed when
+	// a slot is handed to it (busy already counts it).
+	busy  int
+	queue []chan struct{}
+}
+
+// acquire takes a slot of limit, waiting up to maxWait behind earlier
+// callers; false means none came in time or ctx ended first.
+func (c *csrSlots) acquire(ctx context.Context, limit int, maxWait time.Duration) bool {
+	c.mu.Lock()
+	if c.busy < limit && len(c.queue) == 0 {
+		c.busy++
+		c.mu.Unlock()
+		return true
+	}
+	ch := make(chan struct{})
+	c.queue = append(c.queue, ch)
+	c.mu.Unlock()
+	t := time.NewTimer(maxWait)
+	defer t.Stop()
+	select {
+	case <-ch:
+		return true
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	select {
+	case <-ch:
+		// Handed over while giving up: pass it on.
+		c.releaseLocked(limit)
+	default:
+		for i, q := range c.queue {
+			if q == ch {
+				c.queue = append(c.queue[:i], c.queue[i+1:]...)
+				break
+			}
+		}
+	}
+	return false
+}
+
+// release gives a slot back, handing it to the first waiter.
+func (c *csrSlots) release(limit int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.releaseLocked(limit)
+}
+
+func (c *csrSlots) releaseLocked(limit int) {
+	c.busy--
+	for c.busy < max(limit, 1) && len(c.queue) > 0 {
+		ch := c.queue[0]
+		c.queue = c.queue[1:]
+		c.busy++
+		close(ch)
+	}
+}

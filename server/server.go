@@ -136,6 +136,12 @@ type ConnectConfig struct {
 	// defaults.
 	LeafCertTTL time.Duration
 	RootCertTTL time.Duration
+	// CSRMaxPerSecond (nil keeps the server's CSRMaxPerSecond) and
+	// CSRMaxConcurrent (0 leaves it out) seed the first CA configuration's
+	// signing limits (connect.ca_config.csr_max_per_second,
+	// csr_max_concurrent).
+	CSRMaxPerSecond  *float64
+	CSRMaxConcurrent int
 }
 
 func (c *Config) setDefaults() {

@@ -1,7 +1,6 @@
 package checks
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -26,6 +25,11 @@ type TTLCheckConfig struct {
 // check turns critical with output "TTL expired" (followed by the last
 // output, when there was one). It does not report an initial status: the
 // agent registers the check with InitialStatus.
+//
+// A waiting TTL costs a runtime timer, not a goroutine: an agent with
+// thousands of TTL checks (one per sidecar, say) keeps no goroutine stack
+// per check. The expiry runs in the goroutine the runtime starts when the
+// timer fires; Stop waits for one under way.
 type TTLCheck struct {
 	checkID string
 	ttl     time.Duration
@@ -36,13 +40,16 @@ type TTLCheck struct {
 	// mu orders SetStatus against expiry so that a late-firing timer can
 	// never overwrite a fresher status, and so that nothing is reported
 	// after Stop.
-	mu         sync.Mutex
-	timer      *time.Timer
+	mu sync.Mutex
+	// Guarded by mu:
+	timer      *time.Timer // nil until Start
 	deadline   time.Time
 	lastOutput string
 	stopped    bool
 
-	lc lifecycle
+	// pending counts the expiries armed or running, so that Stop can wait
+	// until none is left. It is only added to under mu, before stopped.
+	pending sync.WaitGroup
 }
 
 // NewTTLCheck builds a TTL check; Start arms its timer.
@@ -64,23 +71,22 @@ func NewTTLCheck(cfg TTLCheckConfig) *TTLCheck {
 // expires.
 func (c *TTLCheck) Start() {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.timer == nil && !c.stopped {
-		c.deadline = time.Now().Add(c.ttl)
-		c.timer = time.NewTimer(c.ttl)
+		c.armLocked()
 	}
-	c.mu.Unlock()
-	c.lc.start(c.run)
 }
 
-// Stop disarms the timer; SetStatus fails with ErrStopped afterwards.
+// Stop disarms the timer and waits for an expiry under way; SetStatus
+// fails with ErrStopped afterwards.
 func (c *TTLCheck) Stop() {
 	c.mu.Lock()
 	c.stopped = true
-	if c.timer != nil {
-		c.timer.Stop()
+	if c.timer != nil && c.timer.Stop() {
+		c.pending.Done()
 	}
 	c.mu.Unlock()
-	c.lc.stop()
+	c.pending.Wait()
 }
 
 // SetStatus reports status with output (truncated to OutputMaxSize, as
@@ -99,32 +105,31 @@ func (c *TTLCheck) SetStatus(status, output string) (string, error) {
 	c.lastOutput = output
 	c.deadline = time.Now().Add(c.ttl)
 	if c.timer != nil {
-		// Since Go 1.23 Reset also discards an expiry not yet received.
-		c.timer.Reset(c.ttl)
+		c.armLocked()
 	}
 	return output, nil
 }
 
-func (c *TTLCheck) run(ctx context.Context) {
-	c.mu.Lock()
-	timer := c.timer
-	c.mu.Unlock()
-	if timer == nil {
+// armLocked (re)starts the timer for a full TTL from now.
+func (c *TTLCheck) armLocked() {
+	c.deadline = time.Now().Add(c.ttl)
+	if c.timer == nil {
+		c.pending.Add(1)
+		c.timer = time.AfterFunc(c.ttl, c.expire)
 		return
 	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-timer.C:
-			c.expire()
-		}
+	// A timer stopped before it fired keeps its pending count; one that
+	// fired has released (or will release) its own.
+	if !c.timer.Stop() {
+		c.pending.Add(1)
 	}
+	c.timer.Reset(c.ttl)
 }
 
 // expire reports the check critical unless a SetStatus moved the deadline
-// between the timer firing and this goroutine taking the lock.
+// between the timer firing and this call taking the lock.
 func (c *TTLCheck) expire() {
+	defer c.pending.Done()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.stopped || time.Now().Before(c.deadline) {

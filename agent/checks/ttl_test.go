@@ -2,6 +2,8 @@ package checks
 
 import (
 	"errors"
+	"fmt"
+	"runtime"
 	"testing"
 	"time"
 
@@ -89,5 +91,29 @@ func TestTTLCheck(t *testing.T) {
 			defer c.Stop()
 			tc.run(t, c, rec)
 		})
+	}
+}
+
+// TestTTLChecksHoldNoGoroutine: a waiting TTL is a runtime timer, so an
+// agent with a TTL check per sidecar keeps no goroutine per check; expiry
+// and Stop still work.
+func TestTTLChecksHoldNoGoroutine(t *testing.T) {
+	const n = 500
+	rec := newRecorder()
+	before := runtime.NumGoroutine()
+	checks := make([]*TTLCheck, n)
+	for i := range checks {
+		checks[i] = NewTTLCheck(TTLCheckConfig{CheckID: fmt.Sprintf("ttl-%d", i), TTL: time.Hour, Notifier: rec})
+		checks[i].Start()
+	}
+	if grown := runtime.NumGoroutine() - before; grown > n/10 {
+		t.Errorf("%d TTL checks started %d goroutines", n, grown)
+	}
+	short := NewTTLCheck(TTLCheckConfig{CheckID: "short", TTL: 20 * time.Millisecond, Notifier: rec})
+	short.Start()
+	rec.waitStatus(t, "short", structs.HealthCritical)
+	short.Stop()
+	for _, c := range checks {
+		c.Stop()
 	}
 }

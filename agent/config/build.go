@@ -152,6 +152,16 @@ func build(s *source, dev bool, opts LoadOptions) (*RuntimeConfig, []string, err
 	rc.CheckUpdateInterval = duration("check_update_interval", s.CheckUpdateInterval, false, &p)
 	rc.Connect.LeafCertTTL = duration("connect.ca_config.leaf_cert_ttl", s.Connect.CAConfig.LeafCertTTL, true, &p)
 	rc.Connect.RootCertTTL = duration("connect.ca_config.root_cert_ttl", s.Connect.CAConfig.RootCertTTL, true, &p)
+	rc.Connect.CSRMaxPerSecond = s.Connect.CAConfig.CSRMaxPerSecond
+	if r := rc.Connect.CSRMaxPerSecond; r != nil && *r < 0 {
+		p.add("connect.ca_config.csr_max_per_second must be >= 0, got %v", *r)
+	}
+	if c := s.Connect.CAConfig.CSRMaxConcurrent; c != nil {
+		if *c < 0 {
+			p.add("connect.ca_config.csr_max_concurrent must be >= 0, got %d", *c)
+		}
+		rc.Connect.CSRMaxConcurrent = *c
+	}
 	if minRT, _ := time.ParseDuration(MinReconnectTimeout); rc.ReconnectTimeout > 0 && rc.ReconnectTimeout < minRT {
 		p.add("reconnect_timeout must be >= %s", minRT)
 	}

@@ -230,6 +230,13 @@ type Connect struct {
 	// defaults 72h and 87600h).
 	LeafCertTTL time.Duration
 	RootCertTTL time.Duration
+	// CSRMaxPerSecond (nil: Consul's 50) and CSRMaxConcurrent (0: off;
+	// when set, the rate is ignored) are the leader's leaf-signing limits
+	// a new CA configuration starts with (connect.ca_config
+	// .csr_max_per_second, .csr_max_concurrent); the CA configuration
+	// API changes them afterwards.
+	CSRMaxPerSecond  *float64
+	CSRMaxConcurrent int
 }
 
 // DNS is the DNS interface's configuration: Consul's domain, alt_domain,

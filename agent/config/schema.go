@@ -180,9 +180,11 @@ func consulKeys() *keyNode {
 			// ca_config keys depend on the provider: the ones the built-in CA
 			// uses are honoured, any other is reported as ignored.
 			"ca_config": {status: keyHonoured, open: true, openStatus: keyIgnored, children: map[string]*keyNode{
-				"cluster_id":    honoured(),
-				"leaf_cert_ttl": honoured(),
-				"root_cert_ttl": honoured(),
+				"cluster_id":         honoured(),
+				"leaf_cert_ttl":      honoured(),
+				"root_cert_ttl":      honoured(),
+				"csr_max_per_second": honoured(),
+				"csr_max_concurrent": honoured(),
 			}},
 			"enable_mesh_gateway_wan_federation": ignored(),
 			"test_ca_leaf_root_change_spread":    ignored(),

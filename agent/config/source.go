@@ -171,6 +171,10 @@ type caConfigSource struct {
 	ClusterID   *string `json:"cluster_id"`
 	LeafCertTTL *string `json:"leaf_cert_ttl"`
 	RootCertTTL *string `json:"root_cert_ttl"`
+	// CSRMaxPerSecond and CSRMaxConcurrent seed the first CA
+	// configuration's signing limits.
+	CSRMaxPerSecond  *float64 `json:"csr_max_per_second"`
+	CSRMaxConcurrent *int     `json:"csr_max_concurrent"`
 }
 
 // merge lays src over dst with Consul's rules: a set scalar replaces, slices

@@ -88,7 +88,7 @@ func serviceRegisterChecks(def *structs.ServiceDefinition) []authz.Check {
 // localServiceWriteChecks is service:write on the local service id's name;
 // none for an unknown service, whose own error (404) answers.
 func localServiceWriteChecks(la LocalAgent, id string) []authz.Check {
-	if ns, ok := la.Services()[id]; ok {
+	if ns := la.Service(id); ns != nil {
 		return []authz.Check{authz.Write(acl.ResourceService, ns.Service)}
 	}
 	return nil

@@ -21,6 +21,9 @@ type LocalAgent interface {
 	DeregisterService(id string) error
 	// Services returns every local service by ID.
 	Services() map[string]*structs.NodeService
+	// Service returns the local service registered under id, nil if none:
+	// what a request about one service reads, instead of copying them all.
+	Service(id string) *structs.NodeService
 	// WatchService returns the service (nil if unknown), its content hash,
 	// and a channel closed when it next changes.
 	WatchService(id string) (*structs.NodeService, string, <-chan struct{})

@@ -32,6 +32,7 @@ func (f *fixedLocal) RegisterService(*structs.ServiceDefinition, string, bool) e
 }
 func (f *fixedLocal) DeregisterService(string) error            { return errReadOnly }
 func (f *fixedLocal) Services() map[string]*structs.NodeService { return f.services }
+func (f *fixedLocal) Service(id string) *structs.NodeService    { return f.services[id] }
 func (f *fixedLocal) WatchService(id string) (*structs.NodeService, string, <-chan struct{}) {
 	return f.services[id], "hash", nil
 }

@@ -13,8 +13,11 @@
 // soon as the certificate changes. Services not asked for during IdleTTL
 // are dropped.
 //
-// The manager owns one goroutine watching the roots and one per cached
-// service; Stop ends and waits for all of them.
+// The manager owns one goroutine watching the roots. A cached service
+// holds a runtime timer, not a goroutine: its next signing (or idle
+// check) runs in the goroutine the runtime starts when the timer fires,
+// so an agent with thousands of sidecars keeps no stack per leaf. Stop
+// ends and waits for all of them.
 package leafcert
 
 import (
@@ -123,10 +126,7 @@ type Manager struct {
 	started bool
 	stopped bool
 	roots   *structs.IndexedCARoots
-	// rootsChanged is closed and replaced whenever the active root (or
-	// trust domain) changes.
-	rootsChanged chan struct{}
-	entries      map[string]*entry
+	entries map[string]*entry
 }
 
 // entry is one service's leaf. Its fields are guarded by Manager.mu.
@@ -145,6 +145,21 @@ type entry struct {
 	changed  chan struct{}
 	lastUsed time.Time
 	removed  bool
+
+	// The schedule (schedule.go): next is when to fetch; timer fires at
+	// next or at the idle deadline, whichever is first, and gen tells its
+	// callback from a replaced one's. While fetching, a reschedule only
+	// lowers wantAt, which the fetch's end honours.
+	next     time.Time
+	timer    *time.Timer
+	gen      uint64
+	fetching bool
+	wantAt   time.Time
+	backoff  time.Duration
+	// refused counts the rate-limited attempts in a row.
+	refused int
+	// watchers are the Watch callers (watch.go).
+	watchers map[*watcher]struct{}
 }
 
 // New checks the configuration. Nothing runs until Start.
@@ -175,12 +190,11 @@ func New(cfg Config) (*Manager, error) {
 	def(&cfg.RootsWait, defaultRootsWait)
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Manager{
-		cfg:          cfg,
-		logger:       cfg.Logger,
-		ctx:          ctx,
-		cancel:       cancel,
-		rootsChanged: make(chan struct{}),
-		entries:      make(map[string]*entry),
+		cfg:     cfg,
+		logger:  cfg.Logger,
+		ctx:     ctx,
+		cancel:  cancel,
+		entries: make(map[string]*entry),
 	}, nil
 }
 
@@ -204,6 +218,9 @@ func (m *Manager) Start() {
 func (m *Manager) Stop() {
 	m.mu.Lock()
 	m.stopped = true
+	for _, e := range m.entries {
+		m.disarmLocked(e)
+	}
 	m.mu.Unlock()
 	m.cancel()
 	m.wg.Wait()
@@ -297,8 +314,8 @@ func (m *Manager) GetWithMeta(ctx context.Context, service string, minIndex uint
 	}
 }
 
-// entry returns the service's entry, creating it (and its goroutine) on
-// first use, and records the use.
+// entry returns the service's entry, creating it (and scheduling its first
+// signing) on first use, and records the use.
 func (m *Manager) entry(service string) (*entry, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -309,11 +326,8 @@ func (m *Manager) entry(service string) (*entry, error) {
 	if !ok {
 		e = &entry{service: service, changed: make(chan struct{})}
 		m.entries[service] = e
-		m.wg.Add(1)
-		go func() {
-			defer m.wg.Done()
-			m.run(e)
-		}()
+		e.lastUsed = m.cfg.Now()
+		m.scheduleLocked(e, e.lastUsed)
 	}
 	e.lastUsed = m.cfg.Now()
 	return e, nil
@@ -327,60 +341,6 @@ func (m *Manager) entry(service string) (*entry, error) {
 // later request finds the certificate.
 func waitable(err error) bool {
 	return errors.Is(err, errNoRoots) || errors.Is(err, structs.ErrCANotInitialized)
-}
-
-// run keeps one service's certificate fresh until the manager stops or
-// the service goes unrequested for IdleTTL.
-func (m *Manager) run(e *entry) {
-	var (
-		next    time.Time // when to fetch; zero means now
-		backoff time.Duration
-		// refused counts the rate-limited attempts in a row.
-		refused int
-	)
-	for {
-		now := m.cfg.Now()
-		if !next.After(now) {
-			if err := m.fetch(e); err != nil {
-				if errors.Is(err, structs.ErrRateLimited) {
-					refused++
-				} else {
-					refused = 0
-				}
-				next, backoff = now.Add(m.retryDelay(err, backoff, refused, m.hasCert(e))), nextBackoff(backoff, m.cfg.RetryMin, m.cfg.RetryMax)
-				m.logger.Debug("leaf certificate request failed", "service", e.service, "error", err, "retry_at", next)
-			} else {
-				backoff, refused = 0, 0
-				next = m.renewAt(e, now)
-			}
-		}
-		m.mu.Lock()
-		rootsCh := m.rootsChanged
-		idleAt := e.lastUsed.Add(m.cfg.IdleTTL)
-		m.mu.Unlock()
-		d := min(next.Sub(now), idleAt.Sub(now))
-		timer := time.NewTimer(max(d, 0))
-		select {
-		case <-m.ctx.Done():
-			timer.Stop()
-			return
-		case <-rootsCh:
-			timer.Stop()
-			if !m.hasCert(e) {
-				// Waiting for the CA to exist: try now.
-				next = m.cfg.Now()
-			} else if m.staleSigner(e) {
-				at := m.cfg.Now().Add(jitter(m.cfg.RootChangeJitter))
-				if at.Before(next) {
-					next = at
-				}
-			}
-		case <-timer.C:
-			if m.removeIfIdle(e) {
-				return
-			}
-		}
-	}
 }
 
 // fetch makes a new key and CSR for the entry's service and has the
@@ -414,6 +374,7 @@ func (m *Manager) fetch(e *entry) error {
 	}
 	reply.PrivateKeyPEM = keyPEM
 	m.mu.Lock()
+	defer m.publish(e)
 	defer m.mu.Unlock()
 	// Index is per service and only moves forward: leaves signed from one
 	// reserved serial block share their Raft index, and a blocking
@@ -431,23 +392,21 @@ func (m *Manager) fetch(e *entry) error {
 // setError records a failed fetch; a blocked first Get sees it.
 func (m *Manager) setError(e *entry, err error) {
 	m.mu.Lock()
+	defer m.publish(e)
 	defer m.mu.Unlock()
 	e.err = err
 	close(e.changed)
 	e.changed = make(chan struct{})
 }
 
-// renewAt picks when to renew the entry's certificate: uniformly between
+// renewAtLocked picks when to renew the entry's certificate: uniformly between
 // 60 % and 90 % of its lifetime (Consul's soft expiry), or sooner when it
 // is already not from the active root.
-func (m *Manager) renewAt(e *entry, now time.Time) time.Time {
-	if m.staleSigner(e) {
+func (m *Manager) renewAtLocked(e *entry, now time.Time) time.Time {
+	if m.staleSignerLocked(e) {
 		return now.Add(max(jitter(m.cfg.RootChangeJitter), minRenewDelay))
 	}
-	m.mu.Lock()
-	cert := e.cert
-	m.mu.Unlock()
-	return RenewAt(cert.ValidAfter, cert.ValidBefore, now)
+	return RenewAt(e.cert.ValidAfter, e.cert.ValidBefore, now)
 }
 
 // RenewAt is when to renew a certificate valid from validAfter until
@@ -461,18 +420,9 @@ func RenewAt(validAfter, validBefore, now time.Time) time.Time {
 	return maxTime(at, now.Add(minRenewDelay))
 }
 
-// hasCert reports whether the entry holds a certificate.
-func (m *Manager) hasCert(e *entry) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return e.cert != nil
-}
-
-// staleSigner reports whether the entry's certificate was signed by a key
-// other than the active root's.
-func (m *Manager) staleSigner(e *entry) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+// staleSignerLocked reports whether the entry's certificate was signed by
+// a key other than the active root's.
+func (m *Manager) staleSignerLocked(e *entry) bool {
 	if e.cert == nil || m.roots == nil {
 		return false
 	}
@@ -482,20 +432,6 @@ func (m *Manager) staleSigner(e *entry) bool {
 		}
 	}
 	return false
-}
-
-// removeIfIdle drops an entry no one asked for during IdleTTL.
-func (m *Manager) removeIfIdle(e *entry) bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.cfg.Now().Before(e.lastUsed.Add(m.cfg.IdleTTL)) {
-		return false
-	}
-	delete(m.entries, e.service)
-	e.removed = true
-	close(e.changed)
-	e.changed = make(chan struct{})
-	return true
 }
 
 // retryDelay is the wait after a failed fetch. When the servers pushed

@@ -144,7 +144,9 @@ func TestRenewAtWindow(t *testing.T) {
 	e := &entry{cert: &structs.IssuedCert{ValidAfter: now, ValidBefore: now.Add(100 * time.Hour)},
 		signer: f.currentRoots().Roots.Active().SigningKeyID}
 	for range 100 {
-		at := m.renewAt(e, now)
+		m.mu.Lock()
+		at := m.renewAtLocked(e, now)
+		m.mu.Unlock()
 		if at.Before(now.Add(60*time.Hour)) || at.After(now.Add(90*time.Hour)) {
 			t.Fatalf("renewal at %s, outside 60%%-90%% of the lifetime", at.Sub(now))
 		}

@@ -68,8 +68,7 @@ func (m *Manager) setRootsLocked(r *structs.IndexedCARoots) {
 		if prev != nil && prev.ActiveRootID != "" && prev.ActiveRootID != r.ActiveRootID {
 			m.logger.Info("CA root changed, leaf certificates will be re-issued", "old", prev.ActiveRootID, "new", r.ActiveRootID)
 		}
-		close(m.rootsChanged)
-		m.rootsChanged = make(chan struct{})
+		m.rootsChangedLocked()
 	}
 }
 

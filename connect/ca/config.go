@@ -67,7 +67,9 @@ type Config struct {
 	// signing rate limit; 0 disables the limit.
 	CSRMaxPerSecond    float64
 	CSRMaxPerSecondSet bool
-	// CSRMaxConcurrent is accepted for compatibility and not enforced.
+	// CSRMaxConcurrent, when above 0, bounds the signings the leader runs
+	// at once; the rate limit (CSRMaxPerSecond) is then ignored, as in
+	// Consul.
 	CSRMaxConcurrent int
 }
 

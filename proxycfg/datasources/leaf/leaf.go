@@ -1,9 +1,11 @@
 // Package leaf implements proxycfg's Leaf data source over the agent's
 // leaf certificate manager (agent/leafcert), on client agents and servers
 // alike: the manager already caches one certificate per service, renews it
-// before expiry and re-issues it on root rotation, and its blocking Get
-// wakes on every new certificate. Each distinct request runs one blocking
-// Get loop shared by every proxy asking for that service's leaf.
+// before expiry and re-issues it on root rotation, and calls its watchers
+// back on every new certificate. Each distinct request is one watch of
+// the manager shared by every proxy asking for that service's leaf; it
+// holds no goroutine while it waits, so 5,000 sidecars cost 5,000
+// callbacks, not 5,000 blocked Gets.
 package leaf
 
 import (
@@ -11,7 +13,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
 	"github.com/trellis-mesh/trellis/proxycfg"
 	"github.com/trellis-mesh/trellis/proxycfg/datasources/internal/fanout"
@@ -20,41 +21,29 @@ import (
 
 // Sentinel errors of the package.
 var (
-	// ErrInvalidConfig is returned by New without a Getter.
+	// ErrInvalidConfig is returned by New without a Watcher.
 	ErrInvalidConfig = errors.New("leaf: invalid config")
 	// ErrInvalidRequest is returned by Notify for a request without a
 	// service.
 	ErrInvalidRequest = errors.New("leaf: invalid request")
 )
 
-// DefaultWait is how long one blocking Get waits for a new certificate
-// before it is asked again.
-const DefaultWait = 10 * time.Minute
-
-// DefaultErrorPause is the pause after a failed Get (see Source.loop).
-const DefaultErrorPause = 20 * time.Millisecond
-
-// Getter is the leaf manager's blocking read (*leafcert.Manager): with
-// minIndex > 0 it returns once the service's certificate has a
-// ModifyIndex above minIndex, once a new attempt to get the service's
-// first certificate failed, or when wait elapses. It returns a copy the
-// caller owns.
-type Getter interface {
-	Get(ctx context.Context, service string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, error)
+// Watcher is the leaf manager's watch (*leafcert.Manager): fn is called
+// with each new certificate of service (the current one first, if any)
+// and, while the service has none, with each failed attempt to get one,
+// until ctx ends. Calls never overlap and never go back to an older
+// certificate; the certificate is the caller's copy.
+type Watcher interface {
+	Watch(ctx context.Context, service string, fn func(*structs.IssuedCert, error)) error
 }
 
-// Config holds what the source needs. Getter is required.
+// Config holds what the source needs. Watcher is required.
 type Config struct {
-	Getter Getter
-	Logger *slog.Logger
-	// Wait is the blocking time of one Get (DefaultWait when zero).
-	Wait time.Duration
-	// ErrorPause is the pause after a failed Get (DefaultErrorPause when
-	// zero).
-	ErrorPause time.Duration
+	Watcher Watcher
+	Logger  *slog.Logger
 }
 
-// Source is the Leaf data source. Close stops every goroutine.
+// Source is the Leaf data source. Close ends every watch.
 type Source struct {
 	cfg   Config
 	group *fanout.Group
@@ -64,17 +53,11 @@ var _ proxycfg.Leaf = (*Source)(nil)
 
 // New returns the source; nothing runs until a Notify.
 func New(cfg Config) (*Source, error) {
-	if cfg.Getter == nil {
-		return nil, fmt.Errorf("%w: Getter is required", ErrInvalidConfig)
+	if cfg.Watcher == nil {
+		return nil, fmt.Errorf("%w: Watcher is required", ErrInvalidConfig)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
-	}
-	if cfg.Wait <= 0 {
-		cfg.Wait = DefaultWait
-	}
-	if cfg.ErrorPause <= 0 {
-		cfg.ErrorPause = DefaultErrorPause
 	}
 	return &Source{cfg: cfg, group: fanout.NewGroup(fanout.Config{Name: "leaf", Logger: cfg.Logger})}, nil
 }
@@ -90,42 +73,34 @@ func (s *Source) Notify(ctx context.Context, req *proxycfg.LeafRequest, corr str
 	})
 }
 
-// loop follows one service's certificate with blocking Gets. A failure
-// (a refused first signing, say) is published and followed at once by a
-// blocking Get, which returns when the manager's next attempt has an
-// outcome: the proxy gets its certificate as soon as the manager has it,
-// not at the end of a backoff. errorPause only keeps a Getter that fails
-// without blocking (one being stopped) from spinning; a certificate that
-// arrives during it is returned by the next Get at once.
+// loop starts one service's watch and returns: the manager calls the
+// query's sink back from then on, until the query's ctx ends (fanout
+// keeps the query while it has subscribers, whether or not its runner
+// still runs). A failure (a refused first signing, say) is published as
+// it happens, and the certificate as soon as the manager has it, not at
+// the end of a backoff. A watch the manager refuses (it is stopping) is
+// published as a failure.
 func (s *Source) loop(service string) fanout.Runner {
 	return func(ctx context.Context, out fanout.Sink) {
-		var index uint64
-		for ctx.Err() == nil {
-			cert, err := s.cfg.Getter.Get(ctx, service, index, s.cfg.Wait)
-			if ctx.Err() != nil {
-				return
-			}
+		err := s.cfg.Watcher.Watch(ctx, service, func(cert *structs.IssuedCert, err error) {
 			if err != nil {
 				out.Error(err)
-				// Any index above zero makes the next Get block.
-				index = max(index, 1)
-				fanout.Sleep(ctx, s.cfg.ErrorPause)
-				continue
+				return
 			}
 			out.Result(cert)
-			// A zero index would make the next Get return at once: wait
-			// for any certificate above it instead.
-			index = max(cert.ModifyIndex, 1)
+		})
+		if err != nil && ctx.Err() == nil {
+			out.Error(err)
 		}
 	}
 }
 
-// Stats are the counters of the source: running loops (one per
-// service), their subscribers, and the loops started so far.
+// Stats are the counters of the source: running watches (one per
+// service), their subscribers, and the watches started so far.
 type Stats = fanout.Stats
 
 // Stats returns the counters of the source.
 func (s *Source) Stats() Stats { return s.group.Stats() }
 
-// Close stops every loop and waits for it. Close the manager first.
+// Close ends every watch. Close the proxycfg manager first.
 func (s *Source) Close() { s.group.Close() }

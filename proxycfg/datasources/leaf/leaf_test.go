@@ -3,6 +3,7 @@ package leaf
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -34,7 +35,7 @@ func TestLeafFollowsTheLeafManager(t *testing.T) {
 	}
 	lm.Start()
 	defer lm.Stop()
-	src, err := New(Config{Getter: lm, Wait: 2 * time.Second})
+	src, err := New(Config{Watcher: lm})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -55,9 +56,8 @@ func TestLeafFollowsTheLeafManager(t *testing.T) {
 	if st := src.Stats(); st.Queries != 2 || st.Subscribers != 3 {
 		t.Fatalf("stats = %+v, want 2 loops for 3 watchers", st)
 	}
-	// Nothing new while the certificate stands (the Get loop wakes every
-	// Wait and finds the same certificate).
-	a.None(t, 2500*time.Millisecond)
+	// Nothing new while the certificate stands.
+	a.None(t, 500*time.Millisecond)
 
 	dstest.RotateCA(t, srv, 384)
 	next := a.Next(t).(*structs.IssuedCert)
@@ -69,23 +69,24 @@ func TestLeafFollowsTheLeafManager(t *testing.T) {
 	}
 }
 
-// failingGetter fails every Get, counting them.
-type failingGetter struct{ calls chan struct{} }
-
-func (f failingGetter) Get(ctx context.Context, _ string, _ uint64, _ time.Duration) (*structs.IssuedCert, error) {
-	select {
-	case f.calls <- struct{}{}:
-	default:
-	}
-	return nil, errors.New("CA unavailable")
+// failingWatcher reports the same failure each time fire is called, as
+// the leaf manager does for each refused attempt.
+type failingWatcher struct {
+	fns chan func(*structs.IssuedCert, error)
 }
 
-// TestLeafErrorsAreEventsAndRetried: a failing Get is an error event (sent
-// once, not on every retry) and is retried; Notify refuses a request
-// without a service.
-func TestLeafErrorsAreEventsAndRetried(t *testing.T) {
-	g := failingGetter{calls: make(chan struct{}, 100)}
-	src, err := New(Config{Getter: g, ErrorPause: time.Millisecond})
+func (f failingWatcher) Watch(ctx context.Context, _ string, fn func(*structs.IssuedCert, error)) error {
+	fn(nil, errors.New("CA unavailable"))
+	f.fns <- fn
+	return nil
+}
+
+// TestLeafErrorsAreEvents: a failed attempt is an error event, sent once
+// however often the manager repeats it; a certificate after it is a
+// result; Notify refuses a request without a service.
+func TestLeafErrorsAreEvents(t *testing.T) {
+	w := failingWatcher{fns: make(chan func(*structs.IssuedCert, error), 1)}
+	src, err := New(Config{Watcher: w})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,12 +98,30 @@ func TestLeafErrorsAreEventsAndRetried(t *testing.T) {
 	if err := sub.NextErr(t); err.Error() != "CA unavailable" {
 		t.Fatalf("error event = %v", err)
 	}
-	for range 5 {
-		select {
-		case <-g.calls:
-		case <-time.After(dstest.Timeout):
-			t.Fatal("the failed Get is not retried")
-		}
+	var fn func(*structs.IssuedCert, error)
+	select {
+	case fn = <-w.fns:
+	case <-time.After(dstest.Timeout):
+		t.Fatal("no watch")
 	}
+	// The manager calls back from its own goroutines, which the
+	// subscriber's channel may hold up.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	call := func(c *structs.IssuedCert, err error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(c, err)
+		}()
+	}
+	call(nil, errors.New("CA unavailable"))
 	sub.None(t, 50*time.Millisecond)
+	wg.Wait()
+	c := &structs.IssuedCert{Service: "web", CertPEM: "CERT"}
+	c.ModifyIndex = 7
+	call(c, nil)
+	if got := sub.Next(t).(*structs.IssuedCert); got.ModifyIndex != 7 {
+		t.Fatalf("certificate after the failure: %+v", got)
+	}
 }

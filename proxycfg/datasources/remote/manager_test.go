@@ -70,7 +70,7 @@ func TestManagerDedupOverRealServer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	leaves, err := leaf.New(leaf.Config{Getter: mgrtest.StubLeaves{}})
+	leaves, err := leaf.New(leaf.Config{Watcher: mgrtest.StubLeaves{}})
 	if err != nil {
 		t.Fatal(err)
 	}

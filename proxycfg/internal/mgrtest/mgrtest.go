@@ -18,26 +18,18 @@ import (
 // the same fixed one, which never changes.
 type StubLeaves struct{}
 
-// Get implements leaf.Getter.
-func (StubLeaves) Get(ctx context.Context, service string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, error) {
-	if minIndex > 0 {
-		t := time.NewTimer(wait)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-t.C:
-		}
-	}
+// Watch implements leaf.Watcher.
+func (StubLeaves) Watch(ctx context.Context, service string, fn func(*structs.IssuedCert, error)) error {
 	c := &structs.IssuedCert{Service: service, CertPEM: "CERT", PrivateKeyPEM: "KEY"}
 	c.ModifyIndex = 1
-	return c, nil
+	fn(c, nil)
+	return nil
 }
 
 // Manager returns a manager (coalescing off) over the server-local
 // sources of store, with leaves from getter (StubLeaves when nil). It and
 // its sources are closed when the test ends.
-func Manager(t testing.TB, store func() *state.Store, getter leaf.Getter) *proxycfg.Manager {
+func Manager(t testing.TB, store func() *state.Store, getter leaf.Watcher) *proxycfg.Manager {
 	t.Helper()
 	if getter == nil {
 		getter = StubLeaves{}
@@ -46,7 +38,7 @@ func Manager(t testing.TB, store func() *state.Store, getter leaf.Getter) *proxy
 	if err != nil {
 		t.Fatal(err)
 	}
-	ls, err := leaf.New(leaf.Config{Getter: getter})
+	ls, err := leaf.New(leaf.Config{Watcher: getter})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,6 +45,10 @@ type Sink interface {
 
 // Runner fetches the answer to one question until ctx is done, reporting
 // every result and failure to out. It owns its retry policy (see Backoff).
+// A runner may instead hand out to a callback that another component
+// owns and calls until ctx ends, and return at once: the query lives as
+// long as its subscribers, not as long as its runner, and holds no
+// goroutine while it waits.
 type Runner func(ctx context.Context, out Sink)
 
 // Config holds what a Group needs.
