@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -33,22 +32,8 @@ func aclAgent(t *testing.T) (*api.Client, *api.ACLToken, *config.RuntimeConfig) 
 	if err := os.WriteFile(path, []byte(`{"acl": {"default_policy": "deny"}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	rc, _, err := config.Load(config.LoadOptions{Args: append(devArgs(t, "dev1"), "-config-file", path), Logger: slog.New(slog.DiscardHandler), FlagOutput: io.Discard})
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := New(Config{Runtime: rc, EnableACLs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := a.Shutdown(); err != nil {
-			t.Errorf("shutdown: %v", err)
-		}
-	})
+	a := startAgent(t, append(devArgs(t, "dev1"), "-config-file", path), Config{EnableACLs: true})
+	rc := a.rc
 	c, err := api.NewClient(&api.Config{Address: rc.HTTPAddrForClients()})
 	if err != nil {
 		t.Fatal(err)
