@@ -152,3 +152,40 @@ func (f *flipAt) Read(p []byte) (int, error) {
 	f.off += int64(n)
 	return n, err
 }
+
+// TestSettleStreamError: once a stream moved bytes, no failure lets the
+// call be made again; a write whose upload began and broke may have been
+// applied; errors before anything moved, and final answers, stay as they
+// are.
+func TestSettleStreamError(t *testing.T) {
+	broken := &transportError{err: errors.New("connection reset"), sent: true}
+	unsent := &transportError{err: errors.New("dial refused")}
+	for _, tc := range []struct {
+		name                 string
+		err                  error
+		write                bool
+		uploaded, downloaded bool
+		retry, unknown       bool
+	}{
+		{"read, nothing moved: a transport error retries", unsent, false, false, false, true, false},
+		{"write, nothing moved: no leader retries", structs.ErrNoLeader, true, false, false, true, false},
+		{"read, download moved, then no leader", structs.ErrNoLeader, false, false, true, false, false},
+		{"read, download moved, then the connection broke", broken, false, false, true, false, false},
+		{"write, upload moved, then the connection broke", broken, true, true, false, false, true},
+		{"write, upload moved, then no leader", structs.ErrNoLeader, true, true, false, false, false},
+		{"write, upload moved, then a final refusal", structs.ErrSnapshotInvalid, true, true, false, false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := settleStreamError(tc.err, tc.uploaded, tc.downloaded)
+			if got := canRetry(tc.write, false, err); got != tc.retry {
+				t.Errorf("canRetry(%v) = %v, want %v", err, got, tc.retry)
+			}
+			if got := errors.Is(err, structs.ErrOutcomeUnknown); got != tc.unknown {
+				t.Errorf("%v: outcome unknown %v, want %v", err, got, tc.unknown)
+			}
+			if errors.Is(tc.err, structs.ErrSnapshotInvalid) && !errors.Is(err, structs.ErrSnapshotInvalid) {
+				t.Errorf("a final answer lost its sentinel: %v", err)
+			}
+		})
+	}
+}
