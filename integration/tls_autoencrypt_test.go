@@ -143,8 +143,11 @@ func TestAutoEncrypt(t *testing.T) {
 		}
 		eventually(t, 30*time.Second, "the late service in the catalog", func() error {
 			svcs, _, err := leaderAPI.Catalog().Service("late", "", nil)
-			if err != nil || len(svcs) != 1 {
-				return fmt.Errorf("catalog late = %+v, %v", svcs, err)
+			if err != nil {
+				return err
+			}
+			if len(svcs) != 1 {
+				return fmt.Errorf("catalog late = %+v", svcs)
 			}
 			return nil
 		})

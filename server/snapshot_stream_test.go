@@ -120,7 +120,7 @@ func addrOf(ts *testServer) string { return "127.0.0.1:" + strconv.Itoa(ts.rpcPo
 
 func openFile(t *testing.T, path string) *os.File {
 	t.Helper()
-	f, err := os.Open(path) //nolint:gosec // a file the test wrote
+	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}

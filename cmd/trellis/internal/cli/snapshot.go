@@ -70,7 +70,7 @@ func runSnapshotRestore(args []string, env *Env) int {
 	if !ok {
 		return code
 	}
-	f, err := os.Open(file) //nolint:gosec // the file the operator named
+	f, err := os.Open(file)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "Error opening snapshot file: %s\n", err)
 		return 1
@@ -132,7 +132,7 @@ func runSnapshotInspect(args []string, env *Env) int {
 
 // writeFile writes r to a new file at path.
 func writeFile(path string, r io.Reader) error {
-	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600) //nolint:gosec // the file the operator named
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
 	if err != nil {
 		return err
 	}
@@ -146,7 +146,7 @@ func writeFile(path string, r io.Reader) error {
 // verifySnapshotFile reads and verifies the archive in path, of any size,
 // without holding its state in memory.
 func verifySnapshotFile(path string) (snapshot.Meta, error) {
-	f, err := os.Open(path) //nolint:gosec // the file the operator named
+	f, err := os.Open(path)
 	if err != nil {
 		return snapshot.Meta{}, err
 	}
