@@ -52,6 +52,12 @@ type Config struct {
 	// agent command, also runs it on SIGHUP. Nil answers the endpoint
 	// with 501.
 	Reload func() error
+	// RootChangeJitter bounds the random delay after which a certificate
+	// signed by a Connect CA root that is no longer active is re-signed
+	// (service leaves and a client's auto_encrypt certificate); zero is
+	// Consul's 30 s window, a negative value re-signs at once. Only tests
+	// set it, to see a rotation's re-signing without waiting.
+	RootChangeJitter time.Duration
 }
 
 // Agent is one running agent. Create it with New, then Start it.
@@ -117,13 +123,15 @@ type Agent struct {
 	events *userevent.Buffer
 	// stopCoordinates ends the coordinate reports (coordinate.go).
 	stopCoordinates context.CancelFunc
-	// autoCertExpiry is a client's current auto_encrypt certificate (its
-	// validity bounds schedule the renewal); stopAutoEncrypt ends the
-	// renewal, stopRootsWatch a server's Connect CA roots watch
+	// autoCert is a client's current auto_encrypt certificate and the
+	// roots that came with it (autoencrypt.go); stopAutoEncrypt ends its
+	// renewal and roots watch, stopRootsWatch a server's Connect CA roots watch
 	// (autoencrypt.go).
-	autoCertExpiry  atomic.Pointer[structs.IssuedCert]
+	autoCert        atomic.Pointer[autoCert]
 	stopAutoEncrypt context.CancelFunc
 	stopRootsWatch  context.CancelFunc
+	// rootChangeJitter is Config.RootChangeJitter with its default.
+	rootChangeJitter time.Duration
 
 	wg       sync.WaitGroup
 	stopOnce sync.Once
@@ -142,7 +150,10 @@ func New(cfg Config) (*Agent, error) {
 		codec: structs.NewCodec(), events: userevent.NewBuffer(userevent.DefaultBufferSize),
 		// Made before gossip starts, whose events trigger passes; nothing
 		// reads it on a client agent, where it stays full.
-		wanFlood: make(chan struct{}, 1)}
+		wanFlood: make(chan struct{}, 1), rootChangeJitter: cfg.RootChangeJitter}
+	if a.rootChangeJitter == 0 {
+		a.rootChangeJitter = leafcert.DefaultRootChangeJitter
+	}
 	var err error
 	if a.acls && !cfg.Runtime.ServerMode {
 		// The agent is the cache's RPC: its router reaches the servers.

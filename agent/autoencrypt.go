@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"strconv"
 	"time"
@@ -64,8 +65,23 @@ func (a *Agent) autoEncryptBootstrap(ctx context.Context) error {
 	}
 }
 
+// autoCert is a client's auto_encrypt certificate with what came with it.
+type autoCert struct {
+	issued structs.IssuedCert
+	// signer is the colon-hex AuthorityKeyId of the certificate: the key
+	// of the root that signed it, compared with the active root's
+	// SigningKeyID to notice a rotation.
+	signer string
+	// manualRoots are the servers' own CA certificates (ManualCARoots),
+	// trusted with the Connect CA roots as these change.
+	manualRoots []string
+}
+
 // autoEncryptSign asks the server behind caller to sign a new key's CSR
-// and installs the certificate.
+// and installs the certificate, and the roots of the answer as the ones
+// the servers are verified with besides the CA files (Consul's
+// auto_encrypt adds ManualCARoots and the Connect CA roots to its RPC
+// client's pool).
 func (a *Agent) autoEncryptSign(ctx context.Context, caller structs.Caller) error {
 	rc := a.rc
 	id := connect.NewAgentID(ca.AgentPlaceholderTrustDomain, rc.Datacenter, rc.NodeID)
@@ -81,47 +97,146 @@ func (a *Agent) autoEncryptSign(ctx context.Context, caller structs.Caller) erro
 	if err := structs.MethodAutoEncryptSign.Call(ctx, caller, args, &reply); err != nil {
 		return err
 	}
+	leaf, err := ca.ParseCert(reply.IssuedCert.CertPEM)
+	if err != nil {
+		return fmt.Errorf("agent: auto_encrypt: the server returned an unreadable certificate: %w", err)
+	}
+	if err := a.tls.SetAutoEncryptServerRoots(serverRoots(reply.ManualCARoots, reply.ConnectCARoots.Roots)); err != nil {
+		return err
+	}
 	if err := a.tls.SetAutoEncryptCert(reply.IssuedCert.CertPEM, key); err != nil {
 		return err
 	}
-	a.autoCertExpiry.Store(&reply.IssuedCert)
+	a.autoCert.Store(&autoCert{issued: reply.IssuedCert, signer: connect.HexString(leaf.AuthorityKeyId), manualRoots: reply.ManualCARoots})
 	return nil
 }
 
-// startAutoEncryptRenewal renews the agent certificate on leafcert's
-// schedule, through the router (any server, over TLS with the current
-// certificate), retrying with backoff on failure.
+// serverRoots are the PEM certificates a client trusts servers with
+// besides its CA files.
+func serverRoots(manual []string, roots structs.CARoots) []string {
+	out := append([]string(nil), manual...)
+	for _, r := range roots {
+		out = append(out, r.RootCert)
+	}
+	return out
+}
+
+// startAutoEncryptRenewal keeps a client's auto_encrypt certificate
+// current through the router (any server, over TLS with the current
+// certificate): renewed on leafcert's schedule (between 60 % and 90 % of
+// its lifetime), and, as Consul's auto_encrypt watches the Connect CA
+// roots, re-signed within rootChangeJitter once the active root is not
+// the one that signed it. The roots watch also refreshes the roots the
+// servers are verified with, so that a server certificate from a new root
+// is accepted.
 func (a *Agent) startAutoEncryptRenewal() {
 	ctx, cancel := context.WithCancel(context.Background()) //nolint:gosec // cancelled by Shutdown through stopAutoEncrypt
 	a.stopAutoEncrypt = cancel
-	a.wg.Add(1)
+	rotated := make(chan struct{}, 1)
+	a.wg.Add(2)
 	go func() {
 		defer a.wg.Done()
+		a.watchRoots(ctx, a.router, func(roots *structs.IndexedCARoots) error {
+			cur := a.autoCert.Load()
+			if err := a.tls.SetAutoEncryptServerRoots(serverRoots(cur.manualRoots, roots.Roots)); err != nil {
+				return err
+			}
+			if active := roots.Roots.Active(); active != nil && active.SigningKeyID != "" && active.SigningKeyID != cur.signer {
+				select {
+				case rotated <- struct{}{}:
+				default:
+				}
+			}
+			return nil
+		})
+	}()
+	go func() {
+		defer a.wg.Done()
+		a.renewAutoEncrypt(ctx, rotated)
+	}()
+}
+
+// renewAutoEncrypt is the renewal loop of startAutoEncryptRenewal.
+func (a *Agent) renewAutoEncrypt(ctx context.Context, rotated <-chan struct{}) {
+	for {
+		cert := a.autoCert.Load()
+		timer := time.NewTimer(time.Until(leafcert.RenewAt(cert.issued.ValidAfter, cert.issued.ValidBefore, time.Now())))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-rotated:
+			timer.Stop()
+			// Spread the re-signing of every client after a rotation, as
+			// leafcert does for service leaves.
+			if !sleepCtx(ctx, jitter(a.rootChangeJitter)) {
+				return
+			}
+		case <-timer.C:
+		}
 		backoff := time.Second
 		for {
-			cert := a.autoCertExpiry.Load()
-			wait := time.Until(leafcert.RenewAt(cert.ValidAfter, cert.ValidBefore, time.Now()))
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(wait):
+			err := a.autoEncryptSign(ctx, a.router)
+			if err == nil {
+				a.logger.Info("auto_encrypt: renewed the agent certificate")
+				break
 			}
-			for {
-				err := a.autoEncryptSign(ctx, a.router)
-				if err == nil {
-					backoff = time.Second
-					break
-				}
-				a.logger.Warn("auto_encrypt: renewing the agent certificate failed; retrying", "error", err, "wait", backoff)
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(backoff):
-				}
-				backoff = min(2*backoff, autoEncryptRetryMax)
+			a.logger.Warn("auto_encrypt: renewing the agent certificate failed; retrying", "error", err, "wait", backoff)
+			if !sleepCtx(ctx, backoff) {
+				return
+			}
+			backoff = min(2*backoff, autoEncryptRetryMax)
+		}
+	}
+}
+
+// jitter is a random duration below d (zero when d is not positive).
+func jitter(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return rand.N(d) //nolint:gosec // spreads timers, not a secret
+}
+
+// sleepCtx waits d, reporting false if ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// watchRoots hands every change of the Connect CA roots, read by a
+// blocking query through caller, to apply until ctx ends; a failed read
+// or apply is retried after a second.
+func (a *Agent) watchRoots(ctx context.Context, caller structs.Caller, apply func(*structs.IndexedCARoots) error) {
+	var index uint64
+	for {
+		args := &structs.DCSpecificRequest{}
+		args.MinQueryIndex, args.MaxQueryTime, args.AllowStale = index, 5*time.Minute, true
+		var roots structs.IndexedCARoots
+		err := structs.MethodConnectCARoots.Call(ctx, caller, args, &roots)
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil && len(roots.Roots) == 0 {
+			err = errors.New("the CA has no roots yet")
+		}
+		if err == nil {
+			if err = apply(&roots); err == nil {
+				index = roots.Index
+				continue
 			}
 		}
-	}()
+		a.logger.Debug("auto_encrypt: reading the Connect CA roots", "error", err)
+		if !sleepCtx(ctx, time.Second) {
+			return
+		}
+	}
 }
 
 // startConnectRootsWatch keeps a server's trust of auto_encrypt client
@@ -133,35 +248,9 @@ func (a *Agent) startConnectRootsWatch() {
 	a.wg.Add(1)
 	go func() {
 		defer a.wg.Done()
-		var index uint64
-		for {
-			args := &structs.DCSpecificRequest{}
-			args.MinQueryIndex, args.MaxQueryTime, args.AllowStale = index, 5*time.Minute, true
-			var roots structs.IndexedCARoots
-			err := structs.MethodConnectCARoots.Call(ctx, a.server, args, &roots)
-			if ctx.Err() != nil {
-				return
-			}
-			if err == nil && len(roots.Roots) == 0 {
-				err = errors.New("the CA has no roots yet")
-			}
-			if err == nil {
-				pems := make([]string, 0, len(roots.Roots))
-				for _, r := range roots.Roots {
-					pems = append(pems, r.RootCert)
-				}
-				if err = a.tls.SetConnectCARoots(pems); err == nil {
-					index = roots.Index
-					continue
-				}
-			}
-			a.logger.Debug("auto_encrypt: reading the Connect CA roots", "error", err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(time.Second):
-			}
-		}
+		a.watchRoots(ctx, a.server, func(roots *structs.IndexedCARoots) error {
+			return a.tls.SetConnectCARoots(serverRoots(nil, roots.Roots))
+		})
 	}()
 }
 

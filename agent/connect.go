@@ -23,6 +23,8 @@ func (a *Agent) startConnect() (*leafcert.Manager, error) {
 		Datacenter: a.rc.Datacenter,
 		Logger:     a.logger.With("component", "leafcert"),
 		Token:      a.leafToken,
+		// Zero in leafcert means its default; a negative value, at once.
+		RootChangeJitter: a.rootChangeJitter,
 	})
 	if err != nil {
 		return nil, err

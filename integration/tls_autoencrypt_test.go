@@ -43,6 +43,23 @@ func TestAutoEncrypt(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Short leaves, before the client asks for its certificate, so that
+	// its renewal is seen below: LeafCertTTL under SkipValidate (Consul's
+	// test-only switch past the 1 h minimum); leaves are backdated a
+	// minute, so 80 s leaves one 20 s of validity.
+	leaderAPI, err := api.NewClient(&api.Config{Address: leader.HTTPAddr()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	caConf, _, err := leaderAPI.Connect().CAGetConfig(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	caConf.Config["LeafCertTTL"], caConf.Config["SkipValidate"] = "80s", true
+	if _, err := leaderAPI.Connect().CASetConfig(caConf, nil); err != nil {
+		t.Fatal(err)
+	}
+
 	httpsPort, err := ports.Port()
 	if err != nil {
 		t.Fatal(err)
@@ -82,12 +99,7 @@ func TestAutoEncrypt(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitAPILeader(t, consul, leader, "the auto_encrypt client to reach the leader")
-	conn, err := tls.Dial("tcp", httpsAddr, &tls.Config{RootCAs: pool, ServerName: "localhost", MinVersion: tls.VersionTLS12})
-	if err != nil {
-		t.Fatal(err)
-	}
-	peer := conn.ConnectionState().PeerCertificates[0]
-	_ = conn.Close()
+	peer := httpsPeer(t, httpsAddr, pool)
 	wantURI := "spiffe://" + roots.TrustDomain + "/agent/client/dc/dc1/id/"
 	if len(peer.URIs) != 1 || !strings.HasPrefix(peer.URIs[0].String(), wantURI) {
 		t.Fatalf("HTTPS certificate URIs %v, want %s<node id>", peer.URIs, wantURI)
@@ -105,6 +117,40 @@ func TestAutoEncrypt(t *testing.T) {
 			return fmt.Errorf("catalog web = %+v", svcs)
 		}
 		return nil
+	})
+
+	t.Run("the certificate is renewed before it expires", func(t *testing.T) {
+		if life := peer.NotAfter.Sub(peer.NotBefore); life != 80*time.Second {
+			t.Fatalf("the first certificate lives %s, want the CA's 80s", life)
+		}
+		var renewed *x509.Certificate
+		eventually(t, 60*time.Second, "a renewed certificate", func() error {
+			renewed = httpsPeer(t, httpsAddr, pool)
+			if renewed.SerialNumber.Cmp(peer.SerialNumber) == 0 {
+				return fmt.Errorf("still serial %s", peer.SerialNumber)
+			}
+			return nil
+		})
+		// NotBefore is the signing time less the minute of backdating.
+		if signed := renewed.NotBefore.Add(time.Minute); !signed.Before(peer.NotAfter) {
+			t.Fatalf("renewal signed at %s, not before the first certificate expired at %s", signed, peer.NotAfter)
+		}
+		time.Sleep(time.Until(peer.NotAfter) + time.Second)
+		// Past the first certificate's expiry, the client still reaches
+		// the servers: a write through it lands in the catalog.
+		if err := consul.Agent().ServiceRegister(&api.AgentServiceRegistration{Name: "late", ID: "late-1", Port: 8082}); err != nil {
+			t.Fatalf("register after the first certificate expired: %v", err)
+		}
+		eventually(t, 30*time.Second, "the late service in the catalog", func() error {
+			svcs, _, err := leaderAPI.Catalog().Service("late", "", nil)
+			if err != nil {
+				return err
+			}
+			if len(svcs) != 1 {
+				return fmt.Errorf("catalog late = %+v", svcs)
+			}
+			return nil
+		})
 	})
 
 	t.Run("a client without auto_encrypt and without a certificate is refused", func(t *testing.T) {
@@ -145,6 +191,17 @@ func TestAutoEncrypt(t *testing.T) {
 			t.Fatalf("the bare client's service reached the catalog: %v", svcs)
 		}
 	})
+}
+
+// httpsPeer is the certificate the HTTPS listener at addr presents.
+func httpsPeer(t *testing.T, addr string, roots *x509.CertPool) *x509.Certificate {
+	t.Helper()
+	conn, err := tls.Dial("tcp", addr, &tls.Config{RootCAs: roots, ServerName: "localhost", MinVersion: tls.VersionTLS12})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	return conn.ConnectionState().PeerCertificates[0]
 }
 
 // waitAPILeader waits until the agent behind consul reports leader.

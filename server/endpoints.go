@@ -122,6 +122,7 @@ func (s *Server) endpointTable() map[string]endpoint {
 	// Snapshots (snapshot_endpoint.go).
 	handle(t, structs.MethodSnapshotSave, s.snapshotSave)
 	handle(t, structs.MethodSnapshotRestore, s.snapshotRestore)
+	streamed(t, structs.MethodSnapshotSave, structs.MethodSnapshotRestore)
 
 	// The reads behind client agents' proxy configuration.
 	s.proxycfgEndpoints(t)

@@ -79,7 +79,8 @@ func (p *connPool) conn(addr string) (*grpc.ClientConn, error) {
 	}
 	opts := []grpc.DialOption{
 		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		// A snapshot archive is one message (snapshot_endpoint.go).
+		// A snapshot archive sent without a stream is one message
+		// (snapshot_endpoint.go).
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(rpcMaxMessage), grpc.MaxCallSendMsgSize(rpcMaxMessage)),
 	}
 	if p.dial != nil {
@@ -97,31 +98,31 @@ func (p *connPool) conn(addr string) (*grpc.ClientConn, error) {
 // the remote server returned come back as structs sentinels where they
 // match one; failures to reach it are *transportError.
 func (p *connPool) Call(ctx context.Context, addr, method string, args, reply any) error {
-	body, err := p.codec.Marshal(args)
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", method, err)
+	if st := structs.StreamOf(ctx); st != nil {
+		return p.streamCall(ctx, addr, method, args, reply, st) // rpc_stream.go
 	}
-	c, err := p.conn(addr)
+	body, c, err := p.prepare(addr, method, args)
 	if err != nil {
-		return &transportError{err: err}
+		return err
 	}
 	var out wrapperspb.BytesValue
 	if err := c.Invoke(ctx, "/"+rpcService+"/"+method, wrapperspb.Bytes(body), &out); err != nil {
-		st, ok := status.FromError(err)
-		if !ok {
-			return &transportError{err: err, sent: true}
-		}
-		if serverErr := errorOf(st); serverErr != nil { // rpc_errors.go
-			return serverErr
-		}
-		switch st.Code() {
-		case codes.Unavailable, codes.DeadlineExceeded, codes.Canceled:
-			return &transportError{err: err, sent: !neverSent(st)}
-		default:
-			return fmt.Errorf("rpc %s: %s", method, st.Message())
-		}
+		return callError(method, err, false) // rpc_stream.go
 	}
 	return p.codec.Unmarshal(out.GetValue(), reply)
+}
+
+// prepare encodes a call's args and finds the connection to addr.
+func (p *connPool) prepare(addr, method string, args any) ([]byte, *grpc.ClientConn, error) {
+	body, err := p.codec.Marshal(args)
+	if err != nil {
+		return nil, nil, fmt.Errorf("encode %s: %w", method, err)
+	}
+	c, err := p.conn(addr)
+	if err != nil {
+		return nil, nil, &transportError{err: err}
+	}
+	return body, c, nil
 }
 
 // at is a structs.Caller that calls the server at addr.

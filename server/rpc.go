@@ -46,6 +46,8 @@ type endpoint struct {
 	retrySafe bool
 	// acl is what the endpoint asks of the caller's token (acl_rules.go).
 	acl aclRule
+	// streams endpoints accept a structs.Stream over gRPC (see streamed).
+	streams bool
 }
 
 // handle registers the handler of method m: fn's types are m's, so that a
@@ -381,6 +383,9 @@ func (s *Server) serveGRPC(stream grpc.ServerStream, allowed func(string) bool) 
 		return status.Errorf(codes.InvalidArgument, "decode %s arguments: %v", method, err)
 	}
 	reply := ep.newReply()
+	if isStreamed(stream.Context()) {
+		return s.serveStream(stream, method, ep, args, reply) // rpc_stream.go
+	}
 	if err := s.RPC(stream.Context(), method, args, reply); err != nil {
 		return statusOf(err) // rpc_errors.go
 	}

@@ -98,26 +98,59 @@ type RecordCount struct {
 // Write writes the archive of meta and state to w. It sets meta.Format
 // and meta.Size.
 func Write(w io.Writer, meta Meta, state []byte) error {
-	meta.Format = FormatVersion
 	meta.Size = int64(len(state))
+	return WriteStream(w, meta, bytes.NewReader(state))
+}
+
+// WriteStream writes the archive of meta and the meta.Size bytes of state
+// to w as it reads them, so that neither the state nor the archive is
+// held in memory; the state's checksum, computed on the way, goes in the
+// sums file at the end. It sets meta.Format, and fails if state does not
+// hold exactly meta.Size bytes.
+func WriteStream(w io.Writer, meta Meta, state io.Reader) error {
+	meta.Format = FormatVersion
 	metaJSON, err := json.MarshalIndent(meta, "", "  ")
 	if err != nil {
 		return fmt.Errorf("snapshot: encode meta: %w", err)
 	}
-	sums := fmt.Sprintf("%s  %s\n%s  %s\n", sum(metaJSON), metaName, sum(state), stateName)
-	gz := gzip.NewWriter(w)
+	// The fastest level: the state is mostly msgpack with short strings,
+	// which it still shrinks, while the default level costs the leader
+	// several times the CPU on a large state for a few percent less.
+	gz, err := gzip.NewWriterLevel(w, gzip.BestSpeed)
+	if err != nil {
+		return fmt.Errorf("snapshot: gzip: %w", err)
+	}
 	tw := tar.NewWriter(gz)
-	for _, f := range []struct {
-		name string
-		data []byte
-	}{{metaName, metaJSON}, {stateName, state}, {sumsName, []byte(sums)}} {
-		hdr := &tar.Header{Name: f.name, Mode: 0o600, Size: int64(len(f.data)), ModTime: meta.Created, Typeflag: tar.TypeReg}
+	header := func(name string, size int64) error {
+		hdr := &tar.Header{Name: name, Mode: 0o600, Size: size, ModTime: meta.Created, Typeflag: tar.TypeReg}
 		if err := tw.WriteHeader(hdr); err != nil {
-			return fmt.Errorf("snapshot: write %s: %w", f.name, err)
+			return fmt.Errorf("snapshot: write %s: %w", name, err)
 		}
-		if _, err := tw.Write(f.data); err != nil {
-			return fmt.Errorf("snapshot: write %s: %w", f.name, err)
-		}
+		return nil
+	}
+	if err := header(metaName, int64(len(metaJSON))); err != nil {
+		return err
+	}
+	if _, err := tw.Write(metaJSON); err != nil {
+		return fmt.Errorf("snapshot: write %s: %w", metaName, err)
+	}
+	if err := header(stateName, meta.Size); err != nil {
+		return err
+	}
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tw, h), io.LimitReader(state, meta.Size))
+	if err != nil {
+		return fmt.Errorf("snapshot: write %s: %w", stateName, err)
+	}
+	if n != meta.Size {
+		return fmt.Errorf("snapshot: write %s: the state ended after %d of %d bytes", stateName, n, meta.Size)
+	}
+	sums := fmt.Sprintf("%s  %s\n%s  %s\n", sum(metaJSON), metaName, hex.EncodeToString(h.Sum(nil)), stateName)
+	if err := header(sumsName, int64(len(sums))); err != nil {
+		return err
+	}
+	if _, err := io.WriteString(tw, sums); err != nil {
+		return fmt.Errorf("snapshot: write %s: %w", sumsName, err)
 	}
 	if err := tw.Close(); err != nil {
 		return fmt.Errorf("snapshot: close tar: %w", err)
@@ -128,95 +161,109 @@ func Write(w io.Writer, meta Meta, state []byte) error {
 	return nil
 }
 
-// Read reads and verifies a whole archive: every file present, in order,
-// with its checksum, and nothing after the sums but the archive's end. It
-// returns the meta and the state only when all of that holds, so a caller
-// never acts on part of a damaged archive. A state.bin larger than
-// maxState fails with ErrTooLarge before it is read.
+// Read reads and verifies a whole archive held in memory; see ReadStream.
 func Read(r io.Reader, maxState int64) (Meta, []byte, error) {
+	var state bytes.Buffer
+	meta, err := ReadStream(r, &state, maxState)
+	if err != nil {
+		return Meta{}, nil, err
+	}
+	return meta, state.Bytes(), nil
+}
+
+// ReadStream reads and verifies an archive, copying its state to state as
+// it goes: every file present, in order, with its checksum, and nothing
+// after the sums but the archive's end. The state has been written whole
+// only when it returns no error, and a caller must not act on what state
+// received before that: a damaged or truncated archive is found only at
+// its end. A state.bin larger than maxState (negative: no limit) fails
+// with ErrTooLarge before any of it is copied.
+func ReadStream(r io.Reader, state io.Writer, maxState int64) (Meta, error) {
 	gz, err := gzip.NewReader(r)
 	if err != nil {
-		return Meta{}, nil, fmt.Errorf("%w: gzip: %w", ErrCorrupt, err)
+		return Meta{}, fmt.Errorf("%w: gzip: %w", ErrCorrupt, err)
 	}
 	defer func() { _ = gz.Close() }()
 	tr := tar.NewReader(gz)
-	metaJSON, err := readFile(tr, metaName, maxMetaSize)
-	if err != nil {
-		return Meta{}, nil, err
+	var metaJSON bytes.Buffer
+	if _, err := readFile(tr, metaName, maxMetaSize, &metaJSON); err != nil {
+		return Meta{}, err
 	}
 	var meta Meta
-	if err := json.Unmarshal(metaJSON, &meta); err != nil {
-		return Meta{}, nil, fmt.Errorf("%w: %s: %w", ErrCorrupt, metaName, err)
+	if err := json.Unmarshal(metaJSON.Bytes(), &meta); err != nil {
+		return Meta{}, fmt.Errorf("%w: %s: %w", ErrCorrupt, metaName, err)
 	}
 	if meta.Format != FormatVersion {
-		return Meta{}, nil, fmt.Errorf("%w: version %d (this Trellis reads version %d)", ErrFormat, meta.Format, FormatVersion)
+		return Meta{}, fmt.Errorf("%w: version %d (this Trellis reads version %d)", ErrFormat, meta.Format, FormatVersion)
 	}
-	state, err := readFile(tr, stateName, maxState)
+	stateSum := sha256.New()
+	size, err := readFile(tr, stateName, maxState, io.MultiWriter(state, stateSum))
 	if err != nil {
-		return Meta{}, nil, err
+		return Meta{}, err
 	}
-	sums, err := readFile(tr, sumsName, maxMetaSize)
-	if err != nil {
-		return Meta{}, nil, err
+	var sums bytes.Buffer
+	if _, err := readFile(tr, sumsName, maxMetaSize, &sums); err != nil {
+		return Meta{}, err
 	}
 	if _, err := tr.Next(); !errors.Is(err, io.EOF) {
-		return Meta{}, nil, fmt.Errorf("%w: unexpected content after %s", ErrCorrupt, sumsName)
+		return Meta{}, fmt.Errorf("%w: unexpected content after %s", ErrCorrupt, sumsName)
 	}
 	// Reading to the end makes gzip check its own CRC and length. After
 	// the tar's end only its padding may follow, so a long tail is damage
 	// (and is not decompressed without bound).
 	if n, err := io.Copy(io.Discard, io.LimitReader(gz, maxTrailer+1)); err != nil {
-		return Meta{}, nil, fmt.Errorf("%w: gzip: %w", ErrCorrupt, err)
+		return Meta{}, fmt.Errorf("%w: gzip: %w", ErrCorrupt, err)
 	} else if n > maxTrailer {
-		return Meta{}, nil, fmt.Errorf("%w: more than %d bytes after the archive's end", ErrCorrupt, maxTrailer)
+		return Meta{}, fmt.Errorf("%w: more than %d bytes after the archive's end", ErrCorrupt, maxTrailer)
 	}
-	if err := verifySums(string(sums), map[string][]byte{metaName: metaJSON, stateName: state}); err != nil {
-		return Meta{}, nil, err
+	err = verifySums(sums.String(), map[string]string{metaName: sum(metaJSON.Bytes()), stateName: hex.EncodeToString(stateSum.Sum(nil))})
+	if err != nil {
+		return Meta{}, err
 	}
-	if meta.Size != int64(len(state)) {
-		return Meta{}, nil, fmt.Errorf("%w: %s is %d bytes, %s says %d", ErrCorrupt, stateName, len(state), metaName, meta.Size)
+	if meta.Size != size {
+		return Meta{}, fmt.Errorf("%w: %s is %d bytes, %s says %d", ErrCorrupt, stateName, size, metaName, meta.Size)
 	}
-	return meta, state, nil
+	return meta, nil
 }
 
-// readFile reads the next tar entry, which must be name, of at most limit
-// bytes.
-func readFile(tr *tar.Reader, name string, limit int64) ([]byte, error) {
+// readFile copies the next tar entry, which must be name, of at most limit
+// bytes (negative: any size), to w, and returns its size.
+func readFile(tr *tar.Reader, name string, limit int64, w io.Writer) (int64, error) {
 	hdr, err := tr.Next()
 	if errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: %s missing (truncated archive?)", ErrCorrupt, name)
+		return 0, fmt.Errorf("%w: %s missing (truncated archive?)", ErrCorrupt, name)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: reading %s: %w", ErrCorrupt, name, err)
+		return 0, fmt.Errorf("%w: reading %s: %w", ErrCorrupt, name, err)
 	}
 	if hdr.Name != name || hdr.Typeflag != tar.TypeReg {
-		return nil, fmt.Errorf("%w: found %q where %s belongs", ErrCorrupt, hdr.Name, name)
+		return 0, fmt.Errorf("%w: found %q where %s belongs", ErrCorrupt, hdr.Name, name)
 	}
-	if hdr.Size < 0 || hdr.Size > limit {
+	if hdr.Size < 0 || (limit >= 0 && hdr.Size > limit) {
 		if name == stateName {
-			return nil, fmt.Errorf("%w: %s is %d bytes, over the limit of %d", ErrTooLarge, name, hdr.Size, limit)
+			return 0, fmt.Errorf("%w: %s is %d bytes, over the limit of %d", ErrTooLarge, name, hdr.Size, limit)
 		}
-		return nil, fmt.Errorf("%w: %s is %d bytes", ErrCorrupt, name, hdr.Size)
+		return 0, fmt.Errorf("%w: %s is %d bytes", ErrCorrupt, name, hdr.Size)
 	}
-	buf := bytes.NewBuffer(make([]byte, 0, hdr.Size))
-	if _, err := io.Copy(buf, tr); err != nil {
-		return nil, fmt.Errorf("%w: reading %s: %w", ErrCorrupt, name, err)
+	n, err := io.Copy(w, tr)
+	if err != nil {
+		return n, fmt.Errorf("%w: reading %s: %w", ErrCorrupt, name, err)
 	}
-	return buf.Bytes(), nil
+	return n, nil
 }
 
 // verifySums checks that the sums file lists exactly the given files, each
-// with the SHA-256 of its content.
-func verifySums(sums string, files map[string][]byte) error {
+// with the hex SHA-256 given for it.
+func verifySums(sums string, files map[string]string) error {
 	seen := make(map[string]bool, len(files))
 	for line := range strings.Lines(sums) {
 		hexSum, name, ok := strings.Cut(strings.TrimSuffix(line, "\n"), "  ")
-		data, known := files[name]
+		want, known := files[name]
 		if !ok || !known || seen[name] {
 			return fmt.Errorf("%w: %s: unexpected line %q", ErrCorrupt, sumsName, line)
 		}
 		seen[name] = true
-		if hexSum != sum(data) {
+		if hexSum != want {
 			return fmt.Errorf("%w: SHA-256 of %s does not match %s", ErrCorrupt, name, sumsName)
 		}
 	}

@@ -145,3 +145,39 @@ func FuzzRead(f *testing.F) {
 		}
 	})
 }
+
+// TestStreams: WriteStream archives a state it reads as it goes and
+// refuses one that is not meta.Size bytes; ReadStream copies the state
+// out with no limit when asked, and refuses an oversized state before
+// copying any of it.
+func TestStreams(t *testing.T) {
+	meta, state, archive := testArchive(t)
+	var viaStream bytes.Buffer
+	if err := WriteStream(&viaStream, meta, bytes.NewReader(state)); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	got, err := ReadStream(&viaStream, &out, -1)
+	if err != nil || !reflect.DeepEqual(got, meta) || !bytes.Equal(out.Bytes(), state) {
+		t.Fatalf("stream round trip: meta %+v, %d state bytes, %v", got, out.Len(), err)
+	}
+	for _, size := range []int64{meta.Size + 1, meta.Size - 1} {
+		m := meta
+		m.Size = size
+		err := WriteStream(&bytes.Buffer{}, m, bytes.NewReader(state))
+		if size > int64(len(state)) && err == nil {
+			t.Errorf("size %d of a %d-byte state: no error", size, len(state))
+		}
+		if size < int64(len(state)) {
+			// The state is cut at meta.Size: the archive holds that
+			// much and verifies.
+			if err != nil {
+				t.Errorf("size %d: %v", size, err)
+			}
+		}
+	}
+	out.Reset()
+	if _, err := ReadStream(bytes.NewReader(archive), &out, meta.Size-1); !errors.Is(err, ErrTooLarge) || out.Len() != 0 {
+		t.Fatalf("over the limit: %v with %d bytes copied, want ErrTooLarge and none", err, out.Len())
+	}
+}

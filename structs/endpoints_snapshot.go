@@ -1,9 +1,12 @@
 package structs
 
 // The internal RPC methods of snapshots (GET and PUT /v1/snapshot; see
-// endpoints.go for the conventions). The archive travels whole inside one
-// message of the unary internal RPC, so both are bounded by
-// SnapshotMaxSize.
+// endpoints.go for the conventions). Both stream the archive (see
+// Stream): called with a Stream in the context, Save writes the archive
+// to its Download and Restore reads it from its Upload, in chunks, with no
+// size limit and without the archive ever whole in memory. Called without
+// one, the archive travels in the Archive fields, inside one message
+// bounded by SnapshotMaxSize, as before streaming existed.
 var (
 	// MethodSnapshotSave takes a Raft snapshot and answers it as an
 	// archive (package snapshot). Like any read it is served by the
@@ -12,14 +15,16 @@ var (
 	MethodSnapshotSave = readMethod[SnapshotSaveRequest, SnapshotSaveResponse]("Snapshot.Save")
 	// MethodSnapshotRestore replaces the whole replicated state with an
 	// archive's, through Raft's user restore on the leader, which sends
-	// it to every follower. An archive that is damaged or does not decode
-	// is refused with ErrSnapshotInvalid before anything changes.
+	// it to every follower. An archive that is damaged, truncated or does
+	// not decode is refused with ErrSnapshotInvalid before anything
+	// changes.
 	MethodSnapshotRestore = writeMethod[SnapshotRestoreRequest, struct{}]("Snapshot.Restore")
 )
 
 // SnapshotMaxSize bounds a snapshot archive, and the state inside it, in
-// bytes: the archive is one internal RPC message, held in memory on the
-// way. A larger state cannot be saved or restored.
+// bytes, when it travels in an Archive field (a call without a Stream):
+// the archive is then one internal RPC message, held in memory on the
+// way. Streamed calls have no limit.
 const SnapshotMaxSize = 64 << 20
 
 // ErrSnapshotInvalid refuses a restore whose archive is damaged
@@ -35,14 +40,16 @@ type SnapshotSaveRequest struct {
 	QueryOptions
 }
 
-// SnapshotSaveResponse is one snapshot archive; Index in QueryMeta is the
-// last Raft index it covers.
+// SnapshotSaveResponse describes one snapshot archive; Index in QueryMeta
+// is the last Raft index it covers. Archive holds the archive only when
+// the call had no Stream.
 type SnapshotSaveResponse struct {
 	Archive []byte
 	QueryMeta
 }
 
-// SnapshotRestoreRequest carries the archive to restore.
+// SnapshotRestoreRequest asks for a restore; Archive holds the archive
+// only when the call has no Stream.
 type SnapshotRestoreRequest struct {
 	Archive []byte
 	WriteRequest

@@ -15,6 +15,10 @@ type autoEncrypt struct {
 	// connectRoots are the Connect CA roots a server with allow_tls
 	// trusts client certificates with (nil until set).
 	connectRoots *x509.CertPool
+	// serverRoots are what a client verifies servers with besides its own
+	// CA files: the servers' manual CA roots and the Connect CA roots of
+	// AutoEncrypt.Sign's answer (nil until set).
+	serverRoots *x509.CertPool
 }
 
 // SetAutoEncryptCert installs the certificate and key (PEM) a client agent
@@ -42,16 +46,58 @@ func (c *Configurator) SetAutoEncryptCert(certPEM, keyPEM string) error {
 // auto_encrypt.allow_tls accepts client certificates from, next to its
 // own CA.
 func (c *Configurator) SetConnectCARoots(pems []string) error {
-	pool := x509.NewCertPool()
-	for _, p := range pems {
-		if !pool.AppendCertsFromPEM([]byte(p)) {
-			return fmt.Errorf("%w: a Connect CA root holds no PEM certificate", ErrInvalidMaterial)
-		}
+	pool, err := poolOf(pems)
+	if err != nil {
+		return err
 	}
 	c.mu.Lock()
 	c.auto.connectRoots = pool
 	c.mu.Unlock()
 	return nil
+}
+
+// SetAutoEncryptServerRoots replaces the roots (PEM) a client with
+// auto_encrypt.tls trusts servers with next to its own CA files: the
+// ManualCARoots and every Connect CA root of AutoEncrypt.Sign's answer, as
+// Consul's auto_encrypt adds them to its RPC client's pool. Calling it
+// again as the roots rotate keeps a server certificate signed by a new
+// root acceptable; connections already established are unaffected.
+func (c *Configurator) SetAutoEncryptServerRoots(pems []string) error {
+	pool, err := poolOf(pems)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.auto.serverRoots = pool
+	c.mu.Unlock()
+	return nil
+}
+
+// poolOf parses PEM certificates into a pool; each string must hold one.
+func poolOf(pems []string) (*x509.CertPool, error) {
+	pool := x509.NewCertPool()
+	for _, p := range pems {
+		if !pool.AppendCertsFromPEM([]byte(p)) {
+			return nil, fmt.Errorf("%w: a CA root holds no PEM certificate", ErrInvalidMaterial)
+		}
+	}
+	return pool, nil
+}
+
+// verifyServer checks a server's chain against this agent's CA files,
+// then, for an auto_encrypt client, against the roots the servers gave it.
+func (c *Configurator) verifyServer(chain []*x509.Certificate, name string) error {
+	c.mu.RLock()
+	own, extra := c.rpc.pool, c.auto.serverRoots
+	if !c.autoCfg.AutoEncryptTLS {
+		extra = nil
+	}
+	c.mu.RUnlock()
+	err := verifyPeer(own, chain, name, x509.ExtKeyUsageServerAuth)
+	if err != nil && extra != nil && verifyPeer(extra, chain, name, x509.ExtKeyUsageServerAuth) == nil {
+		return nil
+	}
+	return err
 }
 
 // RPCCAPEMs returns the PEM certificates of the internal RPC CA files

@@ -139,3 +139,49 @@ func TestAutoEncryptClientCert(t *testing.T) {
 		}
 	}
 }
+
+// TestAutoEncryptServerRoots: an auto_encrypt client trusts servers
+// through the roots AutoEncrypt.Sign gave it besides its CA file, so a
+// server certificate signed by a Connect CA root that arrived with a
+// rotation is accepted once the roots are refreshed, and refused again
+// when a later refresh no longer lists that root.
+func TestAutoEncryptServerRoots(t *testing.T) {
+	agentCA, oldRoot, newRoot, rogue := newPKI(t), newPKI(t), newPKI(t), newPKI(t)
+	client, err := New(Config{
+		InternalRPC: ProtocolConfig{CAFile: agentCA.caFile, VerifyServerHostname: true},
+		ServerName:  "server.dc1.consul", AutoEncryptTLS: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	serving := func(p *pki) *tls.Config {
+		return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{*pairOf(t, p, "srv", "server.dc1.consul")}}
+	}
+	for _, step := range []struct {
+		name   string
+		roots  []string // nil leaves the roots as they are
+		server *pki
+		ok     bool
+	}{
+		{"own CA file", nil, agentCA, true},
+		{"new root before the servers named it", nil, newRoot, false},
+		{"new root after the rotation", []string{oldRoot.caCert, newRoot.caCert}, newRoot, true},
+		{"old root still listed", nil, oldRoot, true},
+		{"own CA file beside the roots", nil, agentCA, true},
+		{"another CA", nil, rogue, false},
+		{"a root no longer listed", []string{newRoot.caCert}, oldRoot, false},
+	} {
+		if step.roots != nil {
+			if err := client.SetAutoEncryptServerRoots(step.roots); err != nil {
+				t.Fatal(err)
+			}
+		}
+		clientErr, _ := handshake(t, client.OutgoingRPCConfig(), serving(step.server))
+		if (clientErr == nil) != step.ok {
+			t.Errorf("%s: client error %v, want ok=%v", step.name, clientErr, step.ok)
+		}
+	}
+	if err := client.SetAutoEncryptServerRoots([]string{"junk"}); err == nil {
+		t.Error("a junk root was accepted")
+	}
+}

@@ -16,7 +16,7 @@ type Configurator struct {
 	now func() time.Time
 
 	mu sync.RWMutex
-	// rpc, https, grpc, serverName, auto and autoEncrypt are guarded by mu.
+	// rpc, https, grpc, serverName, auto and autoCfg are guarded by mu.
 	rpc, https, grpc *material
 	serverName       string
 	auto             autoEncrypt
@@ -193,7 +193,7 @@ func (c *Configurator) OutgoingRPCConfig() *tls.Config {
 		// Consul does: servers are dialled by IP.
 		InsecureSkipVerify: true, //nolint:gosec // verification is VerifyConnection's
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			return verifyPeer(c.current(pickRPC).pool, cs.PeerCertificates, checkName, x509.ExtKeyUsageServerAuth)
+			return c.verifyServer(cs.PeerCertificates, checkName) // autoencrypt.go
 		},
 		GetClientCertificate: func(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
 			if cert := c.certFor(pickRPC); cert != nil {

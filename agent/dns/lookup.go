@@ -66,9 +66,7 @@ func (s *Server) answerZone(ctx context.Context, req *mdns.Msg, zone string) *md
 		// Trellis runs one datacenter: any other has no names.
 		err = errNotFound
 	case pq.kind == kindApex:
-		if q.Qtype == mdns.TypeSOA || q.Qtype == mdns.TypeANY {
-			resp.Answer = append(resp.Answer, s.soa(zone))
-		}
+		err = s.apexLookup(ctx, resp, zone)
 	case pq.kind == kindService, pq.kind == kindConnect, pq.kind == kindIngress:
 		err = s.serviceLookup(ctx, resp, pq, zone)
 	case pq.kind == kindNode:
@@ -98,6 +96,58 @@ func (s *Server) answerZone(ctx context.Context, req *mdns.Msg, zone string) *md
 		resp.Ns = append(resp.Ns, s.soa(zone))
 	}
 	return resp
+}
+
+// apexLookup answers the zone's own name as Consul does: NS with up to
+// three servers (the healthy instances of the consul service, in random
+// order) named <node>.node.<dc>.<zone>, their addresses as glue in the
+// additional section; SOA with the SOA, and the same NS records in the
+// authority section; ANY with the SOA.
+func (s *Server) apexLookup(ctx context.Context, resp *mdns.Msg, zone string) error {
+	switch resp.Question[0].Qtype {
+	case mdns.TypeNS:
+		ns, glue, err := s.nameservers(ctx, zone)
+		if err != nil {
+			return err
+		}
+		resp.Answer, resp.Extra = append(resp.Answer, ns...), append(resp.Extra, glue...)
+	case mdns.TypeSOA:
+		ns, glue, err := s.nameservers(ctx, zone)
+		if err != nil {
+			return err
+		}
+		resp.Answer = append(resp.Answer, s.soa(zone))
+		resp.Ns, resp.Extra = append(resp.Ns, ns...), append(resp.Extra, glue...)
+	case mdns.TypeANY:
+		resp.Answer = append(resp.Answer, s.soa(zone))
+	}
+	return nil
+}
+
+// maxNameservers is how many servers an NS answer names (Consul's three).
+const maxNameservers = 3
+
+// nameservers are the NS records of zone and their address records.
+func (s *Server) nameservers(ctx context.Context, zone string) (ns, glue []mdns.RR, err error) {
+	reply, err := read(ctx, s, structs.MethodHealthServiceNodes, &structs.ServiceSpecificRequest{ServiceName: structs.ConsulServiceName})
+	if err != nil {
+		return nil, nil, err
+	}
+	nodes := healthy(reply.Nodes, s.cfg.OnlyPassing)
+	rand.Shuffle(len(nodes), func(i, j int) { nodes[i], nodes[j] = nodes[j], nodes[i] }) //nolint:gosec // spreading load over servers needs no unpredictability
+	ttl := ttlSeconds(s.cfg.NodeTTL)
+	for _, n := range nodes {
+		if len(ns) == maxNameservers {
+			break
+		}
+		if !validLabel(n.Node.Node) {
+			continue
+		}
+		target := nodeTarget(n.Node.Node, s.cfg.Datacenter, zone)
+		ns = append(ns, &mdns.NS{Hdr: mdns.RR_Header{Name: zone, Rrtype: mdns.TypeNS, Class: mdns.ClassINET, Ttl: ttl}, Ns: target})
+		glue = append(glue, addrRecords(target, mdns.TypeANY, n.Node.Address, ttl)...)
+	}
+	return ns, glue, nil
 }
 
 // serviceLookup answers a service, Connect or ingress question with the

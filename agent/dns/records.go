@@ -106,6 +106,21 @@ func nodeTarget(node, dc, zone string) string {
 	return mdns.Fqdn(strings.ToLower(node) + ".node." + dc + "." + zone)
 }
 
+// validLabel reports whether a node name can stand as a DNS label, as
+// Consul's InvalidDNSRe has it: letters, digits and hyphens only. Consul
+// leaves a server with another name out of its NS answers.
+func validLabel(name string) bool {
+	if name == "" {
+		return false
+	}
+	for _, r := range name {
+		if !(r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z') {
+			return false
+		}
+	}
+	return true
+}
+
 // metaTXT renders node metadata as Consul does: "key=value", or the bare
 // value for keys prefixed "rfc1035-".
 func metaTXT(name string, meta map[string]string, ttl uint32) []mdns.RR {
@@ -239,8 +254,8 @@ func fitSize(resp *mdns.Msg, maxSize int) {
 	keep(lo)
 }
 
-// syncExtra drops additional records no remaining answer points at; the
-// OPT record stays.
+// syncExtra drops additional records no remaining answer (or authority NS
+// record) points at; the OPT record stays.
 func syncExtra(resp *mdns.Msg) {
 	if len(resp.Extra) == 0 {
 		return
@@ -252,9 +267,17 @@ func syncExtra(resp *mdns.Msg) {
 			targets[strings.ToLower(r.Target)] = true
 		case *mdns.CNAME:
 			targets[strings.ToLower(r.Target)] = true
+		case *mdns.NS:
+			targets[strings.ToLower(r.Ns)] = true
 		default:
 			// Node answers carry their own TXT records.
 			targets[strings.ToLower(rr.Header().Name)] = true
+		}
+	}
+	// The apex SOA's NS records, in the authority section, have glue.
+	for _, rr := range resp.Ns {
+		if r, ok := rr.(*mdns.NS); ok {
+			targets[strings.ToLower(r.Ns)] = true
 		}
 	}
 	kept := resp.Extra[:0:0]

@@ -2,12 +2,15 @@ package dns
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	mdns "github.com/miekg/dns"
+
+	"github.com/trellis-mesh/trellis/structs"
 )
 
 // TestNameForms asks every name form Consul answers, over UDP, and
@@ -402,5 +405,93 @@ func TestLifecycle(t *testing.T) {
 	s.Shutdown()
 	if err := s.ListenAndServe(freeAddr(t)); !errors.Is(err, ErrClosed) {
 		t.Errorf("ListenAndServe after Shutdown: %v", err)
+	}
+}
+
+// TestApexNameservers: NS at the zone's apex names up to three healthy
+// servers (the consul service) as <node>.node.<dc>.<zone>, with their
+// addresses as glue; SOA carries the same NS records in its authority
+// section and names ns.<zone>, as Consul's; a critical server, a server
+// whose name is no DNS label, and a zone without servers are left out.
+func TestApexNameservers(t *testing.T) {
+	pass, crit := structs.HealthPassing, structs.HealthCritical
+	servers := func(f *fakeCatalog, names ...string) {
+		for i, name := range names {
+			n := &structs.Node{Node: name, Address: fmt.Sprintf("10.1.0.%d", i+1)}
+			st := pass
+			if strings.HasPrefix(name, "down") {
+				st = crit
+			}
+			f.instances["service:consul"] = append(f.instances["service:consul"],
+				instance(n, &structs.NodeService{ID: "consul", Service: "consul", Port: 8300}, st))
+		}
+	}
+	// By lower-cased name: the targets are lower case, as Consul's.
+	healthyServers := map[string]string{"s1": "10.1.0.1", "s2": "10.1.0.2", "s3": "10.1.0.3", "s4": "10.1.0.4"}
+	for _, tc := range []struct {
+		name    string
+		servers []string
+		q       string
+		qtype   uint16
+		zone    string
+		wantNS  int
+	}{
+		{"NS names three of the healthy servers", []string{"s1", "S2", "s3", "s4", "down5", "bad_name"}, "consul.", mdns.TypeNS, "consul.", 3},
+		{"NS in the alt domain", []string{"s1"}, "ALT.", mdns.TypeNS, "alt.", 1},
+		{"SOA with the servers in authority", []string{"s1", "S2"}, "consul.", mdns.TypeSOA, "consul.", 2},
+		{"NS without servers is no data", []string{"down1"}, "consul.", mdns.TypeNS, "consul.", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture()
+			servers(f, tc.servers...)
+			addr := startServer(t, f, func(c *Config) { c.NodeTTL = 12 * time.Second })
+			r := exchange(t, addr, "udp", tc.q, tc.qtype, 0)
+			if r.Rcode != mdns.RcodeSuccess || !r.Authoritative {
+				t.Fatalf("rcode %s, authoritative %v", mdns.RcodeToString[r.Rcode], r.Authoritative)
+			}
+			nsSection := r.Answer
+			if tc.qtype == mdns.TypeSOA {
+				if len(r.Answer) != 1 || r.Answer[0].(*mdns.SOA).Ns != "ns."+tc.zone {
+					t.Fatalf("answer %v, want the SOA naming ns.%s", r.Answer, tc.zone)
+				}
+				nsSection = r.Ns
+			}
+			var targets []string
+			for _, rr := range nsSection {
+				ns, isNS := rr.(*mdns.NS)
+				if !isNS {
+					continue
+				}
+				node, found := strings.CutSuffix(ns.Ns, ".node.dc1."+tc.zone)
+				if ns.Hdr.Name != tc.zone || ns.Hdr.Ttl != 12 || !found {
+					t.Errorf("NS %v, want %s NS <node>.node.dc1.%s with the node TTL", ns, tc.zone, tc.zone)
+				}
+				if _, ok := healthyServers[node]; !ok {
+					t.Errorf("NS names %q, not a healthy server", node)
+				}
+				targets = append(targets, ns.Ns)
+			}
+			if len(targets) != tc.wantNS {
+				t.Fatalf("%d NS records %v, want %d", len(targets), nsSection, tc.wantNS)
+			}
+			if tc.wantNS == 0 && (len(r.Ns) != 1 || r.Ns[0].Header().Rrtype != mdns.TypeSOA) {
+				t.Fatalf("authority %v, want the SOA", r.Ns)
+			}
+			var glue []string
+			for _, rr := range r.Extra {
+				if a, isA := rr.(*mdns.A); isA {
+					glue = append(glue, a.Hdr.Name)
+					node := strings.TrimSuffix(a.Hdr.Name, ".node.dc1."+tc.zone)
+					if a.A.String() != healthyServers[node] || a.Hdr.Ttl != 12 {
+						t.Errorf("glue %v, want the server's address with the node TTL", a)
+					}
+				}
+			}
+			slices.Sort(glue)
+			slices.Sort(targets)
+			if !slices.Equal(glue, targets) {
+				t.Errorf("glue for %v, want one A record per NS target %v", glue, targets)
+			}
+		})
 	}
 }

@@ -42,13 +42,19 @@ type fakeRPC struct {
 	errs    map[string]error
 	// fn, when set, answers instead of the canned maps.
 	fn func(method string, args, reply any) error
+	// ctxFn, when set, answers instead of fn and the maps, with the
+	// call's context (which may carry a structs.Stream).
+	ctxFn func(ctx context.Context, method string, args, reply any) error
 }
 
-func (f *fakeRPC) RPC(_ context.Context, method string, args, reply any) error {
+func (f *fakeRPC) RPC(ctx context.Context, method string, args, reply any) error {
 	f.mu.Lock()
 	f.calls = append(f.calls, rpcCall{Method: method, Args: reflect.ValueOf(args).Elem().Interface()})
-	fn, canned, err := f.fn, f.replies[method], f.errs[method]
+	ctxFn, fn, canned, err := f.ctxFn, f.fn, f.replies[method], f.errs[method]
 	f.mu.Unlock()
+	if ctxFn != nil {
+		return ctxFn(ctx, method, args, reply)
+	}
 	if fn != nil {
 		return fn(method, args, reply)
 	}

@@ -1,16 +1,15 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strings"
 
 	"github.com/trellis-mesh/trellis/snapshot"
-	"github.com/trellis-mesh/trellis/structs"
 )
 
 const snapshotSaveHelp = `
@@ -29,17 +28,20 @@ func runSnapshotSave(args []string, env *Env) int {
 	if !ok {
 		return code
 	}
-	body, _, err := c.do(context.Background(), request{method: http.MethodGet, path: "/v1/snapshot", withDC: true})
+	resp, err := c.open(context.Background(), request{method: http.MethodGet, path: "/v1/snapshot", withDC: true})
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "Error saving snapshot: %s\n", err)
 		return 1
 	}
+	defer func() { _ = resp.Body.Close() }()
+	// Streamed to the file and verified from it: a snapshot of any size
+	// passes through without being held in memory.
 	unverified := file + ".unverified"
-	if err := os.WriteFile(unverified, body, 0o600); err != nil {
+	if err := writeFile(unverified, resp.Body); err != nil {
 		fmt.Fprintf(env.Stderr, "Error writing unverified snapshot file: %s\n", err)
 		return 1
 	}
-	meta, _, err := snapshot.Read(bytes.NewReader(body), structs.SnapshotMaxSize)
+	meta, err := verifySnapshotFile(unverified)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "Error verifying snapshot file: %s\n", err)
 		return 1
@@ -68,13 +70,14 @@ func runSnapshotRestore(args []string, env *Env) int {
 	if !ok {
 		return code
 	}
-	data, err := os.ReadFile(file)
+	f, err := os.Open(file)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "Error opening snapshot file: %s\n", err)
 		return 1
 	}
+	defer func() { _ = f.Close() }()
 	_, _, err = c.do(context.Background(), request{
-		method: http.MethodPut, path: "/v1/snapshot", body: bytes.NewReader(data),
+		method: http.MethodPut, path: "/v1/snapshot", body: f,
 		contentType: "application/x-gzip", withDC: true,
 	})
 	if err != nil {
@@ -102,13 +105,7 @@ func runSnapshotInspect(args []string, env *Env) int {
 	if !ok {
 		return code
 	}
-	f, err := os.Open(file)
-	if err != nil {
-		fmt.Fprintf(env.Stderr, "Error opening snapshot file: %s\n", err)
-		return 1
-	}
-	defer func() { _ = f.Close() }()
-	meta, _, err := snapshot.Read(f, structs.SnapshotMaxSize)
+	meta, err := verifySnapshotFile(file)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "Error verifying snapshot file: %s\n", err)
 		return 1
@@ -131,6 +128,30 @@ func runSnapshotInspect(args []string, env *Env) int {
 	table = append(table, "----"+columnSep+"----", "Total"+columnSep+fmt.Sprint(total))
 	fmt.Fprintln(env.Stdout, indentColumns(table))
 	return 0
+}
+
+// writeFile writes r to a new file at path.
+func writeFile(path string, r io.Reader) error {
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, r); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// verifySnapshotFile reads and verifies the archive in path, of any size,
+// without holding its state in memory.
+func verifySnapshotFile(path string) (snapshot.Meta, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return snapshot.Meta{}, err
+	}
+	defer func() { _ = f.Close() }()
+	return snapshot.ReadStream(f, io.Discard, -1)
 }
 
 // indentColumns aligns rows and starts each line with a space, as
