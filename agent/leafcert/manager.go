@@ -126,6 +126,9 @@ type Manager struct {
 	// rootsChanged is closed and replaced whenever the active root (or
 	// trust domain) changes.
 	rootsChanged chan struct{}
+	// rootsUpdated is closed and replaced whenever the roots answer moves
+	// to a new index (any root added, removed or changed), for WatchRoots.
+	rootsUpdated chan struct{}
 	entries      map[string]*entry
 }
 
@@ -180,6 +183,7 @@ func New(cfg Config) (*Manager, error) {
 		ctx:          ctx,
 		cancel:       cancel,
 		rootsChanged: make(chan struct{}),
+		rootsUpdated: make(chan struct{}),
 		entries:      make(map[string]*entry),
 	}, nil
 }
