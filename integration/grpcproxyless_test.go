@@ -89,7 +89,7 @@ func TestGRPCBootstrapFiles(t *testing.T) {
 	m.deregister(m.client, "web")
 	eventually(t, syncTimeout, "the files to go", func() error {
 		if _, err := os.Stat(filepath.Dir(files.Cert)); !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("still there: %v", err)
+			return fmt.Errorf("still there: %w", err)
 		}
 		return nil
 	})
