@@ -2,6 +2,8 @@ package proxycfg
 
 import (
 	"slices"
+
+	"github.com/trellis-mesh/trellis/structs"
 )
 
 // Upstreams chosen at run time. A proxyless gRPC application is
@@ -94,4 +96,25 @@ func (c *connectProxy) setDynamic(s *state, names []string) bool {
 	before := c.ups.ups
 	c.reconcile(s)
 	return len(before) != len(c.ups.ups) || !slices.Equal(before, c.ups.ups)
+}
+
+// NativeProxy is the registration under which the manager serves a
+// Connect-native service's own xDS client (a proxyless gRPC application):
+// a connect-proxy of the same ID standing for the service itself, whose
+// local service is the application's address and port. Its upstreams are
+// set at run time (SetUpstreams). svc is not modified.
+func NativeProxy(svc *structs.NodeService) *structs.NodeService {
+	return &structs.NodeService{
+		Kind:    structs.ServiceKindConnectProxy,
+		ID:      svc.ID,
+		Service: svc.Service,
+		Address: svc.Address,
+		Port:    svc.Port,
+		Proxy: structs.ConnectProxyConfig{
+			DestinationServiceName: svc.Service,
+			DestinationServiceID:   svc.ID,
+			LocalServiceAddress:    svc.Address,
+			LocalServicePort:       svc.Port,
+		},
+	}
 }
