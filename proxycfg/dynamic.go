@@ -43,6 +43,13 @@ func (m *Manager) SetUpstreams(id ProxyID, names []string) {
 	sl.dynamic = names
 	if sl.state != nil {
 		sl.state.offerDynamic(names)
+		return
+	}
+	sl.mu.Lock()
+	unused := len(names) == 0 && len(sl.watchers) == 0
+	sl.mu.Unlock()
+	if unused {
+		delete(m.slots, id)
 	}
 }
 
@@ -118,3 +125,8 @@ func NativeProxy(svc *structs.NodeService) *structs.NodeService {
 		},
 	}
 }
+
+// SourceNative registers the proxies that stand for Connect-native
+// applications' own xDS clients (NativeProxy), one per stream, for as long
+// as the stream lasts.
+const SourceNative ProxySource = "native"

@@ -142,7 +142,7 @@ func (b *builder) grpcClientListener(name string, u *proxycfg.UpstreamSnapshot) 
 	for _, cc := range clusters {
 		b.add(ClusterType, cc.name, b.grpcCluster(cc))
 		if cc.target != nil {
-			b.add(EndpointType, cc.name, grpcAssignment(b.targetAssignment(cc.name, u, cc.target)))
+			b.add(EndpointType, cc.name, grpcAssignment(b.targetAssignment(cc.name, u, cc.target), cc.target.Datacenter))
 		}
 	}
 	hcm := b.httpConnectionManager(hcmOpts{statPrefix: chainStatPrefix(u.Chain), rds: name})
@@ -260,14 +260,20 @@ func grpcProvider() *tlsv3.CertificateProviderPluginInstance {
 	return &tlsv3.CertificateProviderPluginInstance{InstanceName: GRPCCertProviderInstance}
 }
 
-// grpcAssignment is an endpoint set with a weight on every locality. The
-// Envoy set it comes from may be shared with other proxies, so it is
-// wrapped, never modified; the endpoints themselves are shared.
-func grpcAssignment(cla *endpointv3.ClusterLoadAssignment) *endpointv3.ClusterLoadAssignment {
+// grpcAssignment is an endpoint set with a locality and a weight on every
+// locality (gRPC refuses a locality without ID and drops one without
+// weight); the locality is the target's datacenter. The Envoy set it
+// comes from may be shared with other proxies, so it is wrapped, never
+// modified; the endpoints themselves are shared.
+func grpcAssignment(cla *endpointv3.ClusterLoadAssignment, dc string) *endpointv3.ClusterLoadAssignment {
 	out := &endpointv3.ClusterLoadAssignment{ClusterName: cla.GetClusterName()}
 	for _, l := range cla.GetEndpoints() {
+		loc := l.GetLocality()
+		if loc == nil {
+			loc = &corev3.Locality{Region: dc}
+		}
 		out.Endpoints = append(out.Endpoints, &endpointv3.LocalityLbEndpoints{
-			Locality:            l.GetLocality(),
+			Locality:            loc,
 			LbEndpoints:         l.GetLbEndpoints(),
 			Priority:            l.GetPriority(),
 			LoadBalancingWeight: wrapUint32(max(1, l.GetLoadBalancingWeight().GetValue())),

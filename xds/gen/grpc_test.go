@@ -118,8 +118,8 @@ func checkGRPCRules(t *testing.T, res Resources) {
 	}
 	for name, m := range res[EndpointType] {
 		for _, l := range m.(*endpointv3.ClusterLoadAssignment).GetEndpoints() {
-			if l.GetLoadBalancingWeight().GetValue() == 0 {
-				t.Errorf("endpoints %s: a locality without weight", name)
+			if l.GetLoadBalancingWeight().GetValue() == 0 || l.GetLocality() == nil {
+				t.Errorf("endpoints %s: a locality without ID or weight", name)
 			}
 		}
 	}
