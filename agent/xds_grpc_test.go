@@ -14,6 +14,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -192,5 +193,90 @@ func TestProxylessGRPCClient(t *testing.T) {
 				t.Errorf("the client rejected %s: %s", ts.TypeURL, ts.LastNackError)
 			}
 		}
+	}
+}
+
+// grpc-go's xds.NewGRPCServer takes its inbound listener from the agent
+// and enforces the intentions with its RBAC filter: with the default
+// policy allow a call gets through, with deny it is refused (a plaintext
+// caller has no identity any intention could allow).
+func TestProxylessGRPCServer(t *testing.T) {
+	cases := []struct {
+		policy string
+		want   codes.Code
+	}{
+		{"allow", codes.OK},
+		{"deny", codes.PermissionDenied},
+	}
+	for _, tc := range cases {
+		t.Run(tc.policy, func(t *testing.T) {
+			a, url, _ := devAgent(t, fmt.Sprintf(`{"acl": {"default_policy": %q}}`, tc.policy))
+			waitFor(t, "a leader", func() bool {
+				code, body := get(t, url+"/v1/status/leader")
+				return code == 200 && body != `""`
+			})
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			port := ln.Addr().(*net.TCPAddr).Port
+			body := fmt.Sprintf(`{"ID":"api-1","Name":"api","Address":"127.0.0.1","Port":%d,"Connect":{"Native":true}}`, port)
+			if code, out := put(t, url+"/v1/agent/service/register", body); code != http.StatusOK {
+				t.Fatalf("register: %d %s", code, out)
+			}
+			bs := grpcBootstrap(a.rc.GRPCListenAddrs()[0], "api-1", "api", t.TempDir())
+			bs = append(bs[:len(bs)-2], []byte(`, "server_listener_resource_name_template": "`+gen.GRPCServerListenerPrefix+`%s"}`)...)
+			serving := make(chan error, 8)
+			srv, err := xds.NewGRPCServer(
+				grpc.Creds(insecure.NewCredentials()),
+				xds.BootstrapContentsForTesting(bs),
+				xds.ServingModeCallback(func(_ net.Addr, args xds.ServingModeChangeArgs) {
+					if args.Mode == connectivity.ServingModeServing {
+						serving <- nil
+					} else {
+						serving <- fmt.Errorf("not serving: %v", args.Err)
+					}
+				}),
+				grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
+					if err := ss.RecvMsg(&emptypb.Empty{}); err != nil {
+						return err
+					}
+					return ss.SendMsg(&emptypb.Empty{})
+				}),
+			)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = srv.Serve(ln)
+			}()
+			defer func() {
+				srv.Stop()
+				wg.Wait()
+			}()
+			select {
+			case err := <-serving:
+				if err != nil {
+					_, status := get(t, url+"/v1/agent/proxy-status/api-1")
+					t.Fatalf("%v; stream status %s", err, status)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the xDS server never started serving")
+			}
+			conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = conn.Close() }()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err = conn.Invoke(ctx, "/trellis.test.Echo/Hello", &emptypb.Empty{}, &emptypb.Empty{})
+			if status.Code(err) != tc.want {
+				t.Fatalf("RPC: %v, want %v", err, tc.want)
+			}
+		})
 	}
 }
