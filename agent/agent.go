@@ -235,7 +235,7 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 	if a.proxies, err = a.startProxycfg(); err != nil {
 		return err
 	}
-	if err := a.startXDS(a.proxies.Source()); err != nil {
+	if err := a.startXDS(a.proxies.Source(), a.proxies.Manager()); err != nil {
 		return err
 	}
 	if err := a.startHTTP(); err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -48,6 +49,17 @@ type xdsSource struct {
 	// usually may not read what the configuration needs either, and the
 	// stream would wait forever for a first snapshot.
 	localService func(id string) *structs.NodeService
+
+	// native runs the proxies of proxyless gRPC streams (xds_grpc.go);
+	// nodeName and datacenter are this agent's.
+	native     *proxycfg.Manager
+	nodeName   string
+	datacenter string
+	// nativeStreams numbers the proxyless streams, so each gets its own
+	// proxy.
+	nativeStreams atomic.Uint64
+	// wg tracks the goroutines of proxyless streams' watches.
+	wg sync.WaitGroup
 }
 
 // xdsAuthorizer is agent/authz.Checker as the xDS streams use it.
@@ -92,6 +104,9 @@ func (s *xdsSource) authorizeProxy(token string, svc *structs.NodeService) error
 }
 
 func (s *xdsSource) Watch(ctx context.Context, ref xds.ProxyRef) (<-chan *proxycfg.ConfigSnapshot, error) {
+	if ref.Proxyless && s.native != nil {
+		return s.watchNative(ctx, ref)
+	}
 	if s.acl != nil && s.localService != nil {
 		if svc := s.localService(ref.ServiceID); svc != nil {
 			if err := s.authorizeProxy(ref.Token, svc); err != nil {
@@ -104,25 +119,40 @@ func (s *xdsSource) Watch(ctx context.Context, ref xds.ProxyRef) (<-chan *proxyc
 }
 
 func (s *xdsSource) Builder(ref xds.ProxyRef) xds.Builder[*proxycfg.ConfigSnapshot] {
+	if ref.Proxyless && s.native != nil {
+		return s.nativeBuilder(ref)
+	}
 	g := &gen.Generator{Endpoints: &s.endpoints}
+	authorize := s.recheck(ref)
 	// The server is done with a set's outer map once it asks for the next
 	// (xds.Source): one map per stream, not one per proxy per change.
-	var (
-		last    gen.Resources
-		checked time.Time
-	)
+	var last gen.Resources
 	return func(snap *proxycfg.ConfigSnapshot) (xds.Resources, error) {
-		if s.acl != nil && (checked.IsZero() || time.Since(checked) >= xdsACLRecheck) {
-			if err := s.authorizeProxy(ref.Token, snap.Service); err != nil {
-				return nil, err
-			}
-			checked = time.Now()
+		if err := authorize(snap); err != nil {
+			return nil, err
 		}
 		res, err := g.GenerateInto(last, snap)
 		if res != nil {
 			last = res
 		}
 		return xds.Resources(res), err
+	}
+}
+
+// recheck returns one stream's permission check, asked of the servers at
+// its first snapshot and then at most every xdsACLRecheck; it lets
+// everything through without ACLs.
+func (s *xdsSource) recheck(ref xds.ProxyRef) func(*proxycfg.ConfigSnapshot) error {
+	var checked time.Time
+	return func(snap *proxycfg.ConfigSnapshot) error {
+		if s.acl == nil || (!checked.IsZero() && time.Since(checked) < xdsACLRecheck) {
+			return nil
+		}
+		if err := s.authorizeProxy(ref.Token, snap.Service); err != nil {
+			return err
+		}
+		checked = time.Now()
+		return nil
 	}
 }
 
@@ -138,18 +168,23 @@ const xdsWriteBuffer = 8 << 10
 type xdsServing struct {
 	ads  *xds.Server[*proxycfg.ConfigSnapshot]
 	grpc *grpc.Server
+	src  *xdsSource
 	wg   sync.WaitGroup
 }
 
 // startXDS serves ADS on every -grpc-port address and, with TLS, every
 // -grpc-tls-port address (none when both are disabled).
-func (a *Agent) startXDS(watcher proxyWatcher) error {
+func (a *Agent) startXDS(watcher proxyWatcher, native *proxycfg.Manager) error {
 	addrs := a.grpcListeners() // tls.go
 	if len(addrs) == 0 {
 		return nil
 	}
+	src := &xdsSource{
+		watcher: watcher, acl: a.xdsACL(), localService: a.localProxy,
+		native: native, nodeName: a.rc.NodeName, datacenter: a.rc.Datacenter,
+	}
 	ads, err := xds.New(xds.Config[*proxycfg.ConfigSnapshot]{
-		Source:   &xdsSource{watcher: watcher, acl: a.xdsACL(), localService: a.localProxy},
+		Source:   src,
 		NodeName: a.rc.NodeName,
 		Logger:   a.logger.With("component", "xds"),
 	})
@@ -178,7 +213,7 @@ func (a *Agent) startXDS(watcher proxyWatcher) error {
 		grpc.InitialWindowSize(xdsReceiveWindow), grpc.InitialConnWindowSize(xdsReceiveWindow),
 		grpc.WriteBufferSize(xdsWriteBuffer),
 	)
-	x := &xdsServing{ads: ads, grpc: gs}
+	x := &xdsServing{ads: ads, grpc: gs, src: src}
 	for _, l := range addrs {
 		addr := l.addr
 		ln, err := listen(addr)
@@ -209,6 +244,7 @@ func (x *xdsServing) stop() {
 	x.ads.Stop()
 	x.grpc.GracefulStop()
 	x.wg.Wait()
+	x.src.wg.Wait()
 }
 
 // ProxyStatus reports a proxy's xDS streams for /v1/agent/proxy-status.

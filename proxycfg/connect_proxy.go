@@ -35,6 +35,8 @@ type connectProxy struct {
 	svcConfig     *structs.ServiceConfigResponse
 	// implicit are the transparent-mode upstream names, sorted.
 	implicit []string
+	// dynamic are the run-time upstream names (SetUpstreams), sorted.
+	dynamic  []string
 	ups      upstreamSet
 	warnedPQ bool
 }
@@ -125,7 +127,7 @@ func (c *connectProxy) reconcile(s *state) {
 		c.implicit = nil
 	}
 
-	want := make(map[UpstreamID]bool, len(s.svc.Proxy.Upstreams)+len(c.implicit))
+	want := make(map[UpstreamID]bool, len(s.svc.Proxy.Upstreams)+len(c.implicit)+len(c.dynamic))
 	for i := range s.svc.Proxy.Upstreams {
 		up := &s.svc.Proxy.Upstreams[i]
 		if up.DestinationType == "prepared_query" {
@@ -143,7 +145,7 @@ func (c *connectProxy) reconcile(s *state) {
 		cfg := c.upstreamConfig(up.DestinationName)
 		c.ups.set(s, id, up, cfg, c.chainRequest(s, up, cfg))
 	}
-	for _, name := range c.implicit {
+	for _, name := range slices.Concat(c.implicit, c.dynamic) {
 		id := UpstreamID(name)
 		if want[id] || name == dest || name == structs.WildcardSpecifier {
 			continue

@@ -14,6 +14,9 @@ import "sync"
 type slot struct {
 	// source is the registering source; guarded by Manager.mu.
 	source ProxySource
+	// dynamic are the run-time upstreams (SetUpstreams), handed to every
+	// state the slot gets; guarded by Manager.mu.
+	dynamic []string
 
 	mu sync.Mutex
 	// state is the owner of the slot: only it may publish. Written under

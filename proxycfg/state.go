@@ -52,6 +52,8 @@ type state struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	events chan UpdateEvent
+	// dynamic carries run-time upstream sets (see offerDynamic).
+	dynamic chan []string
 
 	// --- owned by the state's goroutine ---
 	reg      registry
@@ -73,13 +75,16 @@ func newState(m *Manager, id ProxyID, svc *structs.NodeService, token string, sl
 	s := &state{
 		m: m, id: id, svc: svc, token: token, sl: sl,
 		ctx: ctx, cancel: cancel,
-		done:   make(chan struct{}),
-		events: make(chan UpdateEvent, eventBuffer),
-		reg:    newRegistry(),
+		done:    make(chan struct{}),
+		events:  make(chan UpdateEvent, eventBuffer),
+		dynamic: make(chan []string, 1),
+		reg:     newRegistry(),
 	}
 	switch svc.Kind {
 	case structs.ServiceKindConnectProxy:
-		s.kind = &connectProxy{}
+		// Callers hold Manager.mu, which guards sl.dynamic; the slice is
+		// never modified once stored.
+		s.kind = &connectProxy{dynamic: sl.dynamic}
 	case structs.ServiceKindIngressGateway:
 		s.kind = &ingressGateway{}
 	case structs.ServiceKindTerminatingGateway:
@@ -142,6 +147,9 @@ func (s *state) run() {
 		case ev := <-s.events:
 			s.handleEvent(ev)
 			s.drain()
+			s.schedule()
+		case names := <-s.dynamic:
+			s.applyDynamic(names)
 			s.schedule()
 		case <-timerC:
 			s.armed = false

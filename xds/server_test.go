@@ -65,7 +65,11 @@ func TestProxyIdentity(t *testing.T) {
 					c.send(&discoveryv3.DiscoveryRequest{Node: node(proxyID, tc.nodeName), TypeUrl: cdsURL})
 				}
 				waitFor(t, "watch", func() bool { return len(src.Refs()) == 1 })
-				if got := src.Refs()[0]; got != tc.want {
+				got := src.Refs()[0]
+				if got.Listeners == nil {
+					t.Error("no listener Subscription")
+				}
+				if got.Listeners = nil; got != tc.want {
 					t.Errorf("ProxyRef = %+v, want %+v", got, tc.want)
 				}
 				if st := srv.Status(proxyID); len(st) != 1 || st[0].Node != tc.want.Node || st[0].Protocol != protocol {

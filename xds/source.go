@@ -33,6 +33,14 @@ type ProxyRef struct {
 	// Token is the ACL token from the x-consul-token gRPC metadata, kept for
 	// the Source to authorize the watch. Empty when none was sent.
 	Token string
+	// Proxyless is set when the node metadata key TRELLIS_GRPC is "true":
+	// the client is a gRPC library's own xDS client (a Connect-native
+	// application, no Envoy), which needs gRPC's flavour of resources and
+	// names the listeners it wants rather than declaring upstreams.
+	Proxyless bool
+	// Listeners follows the listener names the stream subscribes to. The
+	// server sets it on every stream it serves.
+	Listeners *Subscription
 }
 
 // Source gives the server a proxy's configuration as it changes, as
@@ -72,6 +80,10 @@ type Builder[U any] func(U) (Resources, error)
 // registered on (Consul's name for it).
 const nodeNameKey = "node_name"
 
+// proxylessKey is the node metadata key a gRPC client's bootstrap sets to
+// "true" (see ProxyRef.Proxyless).
+const proxylessKey = "TRELLIS_GRPC"
+
 // tokenMetadataKey is the gRPC metadata key carrying the ACL token.
 const tokenMetadataKey = "x-consul-token"
 
@@ -81,12 +93,13 @@ func proxyRef(ctx context.Context, node *corev3.Node, defaultNode string) (Proxy
 	if node.GetId() == "" {
 		return ProxyRef{}, ErrMissingNode
 	}
-	ref := ProxyRef{ServiceID: node.GetId(), Node: defaultNode}
-	if v := node.GetMetadata().GetFields()[nodeNameKey].GetStringValue(); v != "" {
+	md := node.GetMetadata().GetFields()
+	ref := ProxyRef{ServiceID: node.GetId(), Node: defaultNode, Proxyless: md[proxylessKey].GetStringValue() == "true"}
+	if v := md[nodeNameKey].GetStringValue(); v != "" {
 		ref.Node = v
 	}
-	if md, ok := metadata.FromIncomingContext(ctx); ok {
-		if t := md.Get(tokenMetadataKey); len(t) > 0 {
+	if gmd, ok := metadata.FromIncomingContext(ctx); ok {
+		if t := gmd.Get(tokenMetadataKey); len(t) > 0 {
 			ref.Token = t[0]
 		}
 	}

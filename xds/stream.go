@@ -27,6 +27,21 @@ type stream struct {
 	identified bool
 	proxy      ProxyRef
 	sess       *session
+	// subGen is the generation of the listener subscription last copied
+	// into proxy.Listeners.
+	subGen uint64
+}
+
+// handleLocked applies one request to the session, follows the listener
+// subscription into the stream's Subscription, and queues what the
+// session plans.
+func (st *stream) handleLocked(r request) {
+	st.sess.handle(r)
+	if names, gen, ok := st.sess.listenerNames(st.subGen); ok {
+		st.subGen = gen
+		st.proxy.Listeners.set(names)
+	}
+	st.out.push(st.sess.plan())
 }
 
 // status copies the stream's status; false until the proxy is identified.
@@ -124,8 +139,7 @@ func (s *Server[U]) receive(ctx context.Context, st *stream, recv func() (reques
 			continue
 		}
 		st.mu.Lock()
-		st.sess.handle(r)
-		st.out.push(st.sess.plan())
+		st.handleLocked(r)
 		st.mu.Unlock()
 	}
 }
@@ -158,6 +172,10 @@ func (s *Server[U]) loop(ctx context.Context, st *stream, first <-chan request, 
 			if err != nil {
 				return status.Error(codes.InvalidArgument, err.Error())
 			}
+			// The Source sees the first request's listeners from the start;
+			// the session's view of them follows once it handles it.
+			ref.Listeners = newSubscription()
+			ref.Listeners.set(requestListenerNames(r))
 			wctx, wcancel := context.WithCancel(ctx)
 			ch, err := s.source.Watch(wctx, ref)
 			if err != nil {
@@ -172,8 +190,7 @@ func (s *Server[U]) loop(ctx context.Context, st *stream, first <-chan request, 
 			st.mu.Lock()
 			st.proxy, st.identified = ref, true
 			st.sess.log = st.log
-			st.sess.handle(r)
-			st.out.push(st.sess.plan())
+			st.handleLocked(r)
 			st.mu.Unlock()
 			close(identified)
 			st.log.Debug("xds: stream identified")

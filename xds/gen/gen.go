@@ -292,7 +292,8 @@ func collectType(parts []*part, t, size int) map[string]proto.Message {
 			if _, dup := set[r.name]; dup {
 				continue
 			}
-			if l, ok := r.msg.(*listenerv3.Listener); ok {
+			// A gRPC client's api_listeners bind nothing.
+			if l, ok := r.msg.(*listenerv3.Listener); ok && l.GetAddress().GetSocketAddress() != nil {
 				sa := l.GetAddress().GetSocketAddress()
 				key := listenerAddr{addr: sa.GetAddress(), port: sa.GetPortValue()}
 				if addrs[key] {

@@ -348,22 +348,29 @@ func TestGolden(t *testing.T) {
 			if tc.check != nil {
 				tc.check(t, res)
 			}
-			got := goldenJSON(t, res)
-			path := filepath.Join("testdata", tc.name+".golden")
-			if *update {
-				if err := os.WriteFile(path, got, 0o644); err != nil {
-					t.Fatal(err)
-				}
-				return
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("%v (run go test -update to create it)", err)
-			}
-			if !bytes.Equal(got, want) {
-				t.Fatalf("resources differ from %s (check, then go test -update):\n%s", path, diffLines(string(want), string(got)))
-			}
+			compareGolden(t, tc.name, res)
 		})
+	}
+}
+
+// compareGolden compares res with testdata/<name>.golden (rewritten under
+// -update).
+func compareGolden(t *testing.T, name string, res Resources) {
+	t.Helper()
+	got := goldenJSON(t, res)
+	path := filepath.Join("testdata", name+".golden")
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("resources differ from %s (check, then go test -update):\n%s", path, diffLines(string(want), string(got)))
 	}
 }
 

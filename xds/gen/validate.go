@@ -194,7 +194,9 @@ func (v *validator) visit(msg proto.Message, where string) {
 }
 
 func (v *validator) listener(l *listenerv3.Listener, where string) {
-	if len(l.GetFilterChains()) == 0 && l.GetDefaultFilterChain() == nil {
+	// A gRPC client's api_listener has no filter chain: its connection
+	// manager is the listener.
+	if len(l.GetFilterChains()) == 0 && l.GetDefaultFilterChain() == nil && l.GetApiListener() == nil {
 		v.errorf("%s: no filter chain", where)
 	}
 	var matches []*listenerv3.FilterChainMatch

@@ -323,6 +323,14 @@ func (f *fakes) dataSources() proxycfg.DataSources {
 // number of upstreams (or gateway services) the snapshot must have.
 func snapshot(t testing.TB, w *world, svc *structs.NodeService, want int) *proxycfg.ConfigSnapshot {
 	t.Helper()
+	return snapshotDialing(t, w, svc, want)
+}
+
+// snapshotDialing is snapshot for a proxy that also dials the services
+// named by dial, set at run time (proxycfg.Manager.SetUpstreams) as a
+// Connect-native gRPC application's xDS client asks for them.
+func snapshotDialing(t testing.TB, w *world, svc *structs.NodeService, want int, dial ...string) *proxycfg.ConfigSnapshot {
+	t.Helper()
 	f := &fakes{t: t, w: w}
 	policy := "allow"
 	if w.defaultDeny {
@@ -342,6 +350,7 @@ func snapshot(t testing.TB, w *world, svc *structs.NodeService, want int) *proxy
 		f.wg.Wait()
 	}()
 	id := proxycfg.ProxyID{Node: "node-1", ServiceID: svc.ID, Token: "token"}
+	m.SetUpstreams(id, dial)
 	if err := m.Register(id, svc, proxycfg.SourceLocal, "token", true); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,282 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/xds"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	xdsserver "github.com/trellis-mesh/trellis/xds"
+	"github.com/trellis-mesh/trellis/xds/gen"
+)
+
+// grpcBackend is a gRPC server on 127.0.0.1 that answers every method
+// with an empty message and its name in the "backend" header.
+type grpcBackend struct {
+	name string
+	port int
+	srv  *grpc.Server
+	wg   sync.WaitGroup
+}
+
+func startGRPCBackend(t *testing.T, name string) *grpcBackend {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &grpcBackend{name: name, port: ln.Addr().(*net.TCPAddr).Port}
+	b.srv = grpc.NewServer(grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
+		if err := ss.RecvMsg(&emptypb.Empty{}); err != nil {
+			return err
+		}
+		if err := ss.SetHeader(metadata.Pairs("backend", name)); err != nil {
+			return err
+		}
+		return ss.SendMsg(&emptypb.Empty{})
+	}))
+	b.wg.Add(1)
+	go func() {
+		defer b.wg.Done()
+		_ = b.srv.Serve(ln)
+	}()
+	t.Cleanup(func() {
+		b.srv.Stop()
+		b.wg.Wait()
+	})
+	return b
+}
+
+// grpcBootstrap is the xDS bootstrap of a Connect-native application with
+// service ID id, pointing at an agent's gRPC port, with plaintext
+// credentials toward the agent. gRPC refuses clusters whose TLS names a
+// certificate provider the bootstrap lacks, even on a channel without xDS
+// credentials, so it has the instance; its files are read only by xDS
+// credentials, which this plaintext test does not use.
+func grpcBootstrap(grpcAddr, id, service, certDir string) []byte {
+	return fmt.Appendf(nil, `{
+  "xds_servers": [{"server_uri": %q, "channel_creds": [{"type": "insecure"}], "server_features": ["xds_v3", "ignore_resource_deletion"]}],
+  "node": {"id": %q, "cluster": %q, "metadata": {"TRELLIS_GRPC": "true", "namespace": "default", "partition": "default"}},
+  "certificate_providers": {%q: {"plugin_name": "file_watcher", "config": {
+    "certificate_file": %q, "private_key_file": %q, "ca_certificate_file": %q, "refresh_interval": "60s"}}}
+}`, grpcAddr, id, service, gen.GRPCCertProviderInstance,
+		filepath.Join(certDir, "leaf.pem"), filepath.Join(certDir, "leaf-key.pem"), filepath.Join(certDir, "roots.pem"))
+}
+
+// call makes one RPC through conn and returns the backend that answered.
+func call(ctx context.Context, conn *grpc.ClientConn) (string, error) {
+	var md metadata.MD
+	err := conn.Invoke(ctx, "/trellis.test.Echo/Hello", &emptypb.Empty{}, &emptypb.Empty{}, grpc.Header(&md))
+	if err != nil {
+		return "", err
+	}
+	return strings.Join(md.Get("backend"), ","), nil
+}
+
+// grpc-go's own xDS resolver and balancers, against a -dev agent: a
+// Connect-native client dials xds:///api, its RPCs reach both Connect-
+// native api instances, and a deregistration moves every RPC to the one
+// left. A name nothing is registered under does not exist.
+func TestProxylessGRPCClient(t *testing.T) {
+	a, url, _ := devAgent(t)
+	waitFor(t, "a leader", func() bool {
+		code, body := get(t, url+"/v1/status/leader")
+		return code == 200 && body != `""`
+	})
+	backends := []*grpcBackend{startGRPCBackend(t, "api-1"), startGRPCBackend(t, "api-2")}
+	for _, b := range backends {
+		body := fmt.Sprintf(`{"ID":%q,"Name":"api","Address":"127.0.0.1","Port":%d,"Connect":{"Native":true}}`, b.name, b.port)
+		if code, out := put(t, url+"/v1/agent/service/register", body); code != http.StatusOK {
+			t.Fatalf("register %s: %d %s", b.name, code, out)
+		}
+	}
+	if code, out := put(t, url+"/v1/agent/service/register", `{"ID":"web-1","Name":"web","Port":8080,"Connect":{"Native":true}}`); code != http.StatusOK {
+		t.Fatalf("register web: %d %s", code, out)
+	}
+
+	res, err := xds.NewXDSResolverWithConfigForTesting(grpcBootstrap(a.rc.GRPCListenAddrs()[0], "web-1", "web", t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient("xds:///api", grpc.WithResolvers(res), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+
+	// spread makes n RPCs and counts them by backend.
+	spread := func(n int) (map[string]int, error) {
+		seen := map[string]int{}
+		for range n {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			b, err := call(ctx, conn)
+			cancel()
+			if err != nil {
+				return seen, err
+			}
+			seen[b]++
+		}
+		return seen, nil
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		seen, err := spread(20)
+		if err == nil && seen["api-1"] > 0 && seen["api-2"] > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			_, status := get(t, url+"/v1/agent/proxy-status/web-1")
+			t.Fatalf("RPCs never reached both backends: %v, %v; stream status %s", seen, err, status)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	if code, out := put(t, url+"/v1/agent/service/deregister/api-1", ""); code != http.StatusOK {
+		t.Fatalf("deregister: %d %s", code, out)
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for {
+		seen, err := spread(20)
+		if err == nil && seen["api-2"] == 20 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("traffic did not move to api-2 alone: %v, %v", seen, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+
+	// The client's stream shows in proxy-status under its service ID,
+	// its listener acknowledged.
+	code, body := get(t, url+"/v1/agent/proxy-status/web-1")
+	if code != http.StatusOK || !strings.Contains(body, "envoy.config.listener.v3.Listener") || !strings.Contains(body, "LastAckedVersion") {
+		t.Errorf("proxy-status: %d %s", code, body)
+	}
+
+	// A service nobody registered: no listener in the response, which
+	// gRPC takes as a resource that does not exist (in a state-of-the-world
+	// response, one that is not there), never a configuration to reject.
+	other, err := grpc.NewClient("xds:///nosuch", grpc.WithResolvers(res), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = other.Close() }()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = call(ctx, other)
+	if status.Code(err) != codes.Unavailable {
+		t.Errorf("RPC to an unknown service: %v, want UNAVAILABLE", err)
+	}
+	_, body = get(t, url+"/v1/agent/proxy-status/web-1")
+	var sts []xdsserver.StreamStatus
+	if err := json.Unmarshal([]byte(body), &sts); err != nil || len(sts) == 0 {
+		t.Fatalf("proxy-status %s: %v", body, err)
+	}
+	for _, st := range sts {
+		for _, ts := range st.Types {
+			if ts.LastNackError != "" {
+				t.Errorf("the client rejected %s: %s", ts.TypeURL, ts.LastNackError)
+			}
+		}
+	}
+}
+
+// grpc-go's xds.NewGRPCServer takes its inbound listener from the agent
+// and enforces the intentions with its RBAC filter: with the default
+// policy allow a call gets through, with deny it is refused (a plaintext
+// caller has no identity any intention could allow).
+func TestProxylessGRPCServer(t *testing.T) {
+	cases := []struct {
+		policy string
+		want   codes.Code
+	}{
+		{"allow", codes.OK},
+		{"deny", codes.PermissionDenied},
+	}
+	for _, tc := range cases {
+		t.Run(tc.policy, func(t *testing.T) {
+			a, url, _ := devAgent(t, fmt.Sprintf(`{"acl": {"default_policy": %q}}`, tc.policy))
+			waitFor(t, "a leader", func() bool {
+				code, body := get(t, url+"/v1/status/leader")
+				return code == 200 && body != `""`
+			})
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			port := ln.Addr().(*net.TCPAddr).Port
+			body := fmt.Sprintf(`{"ID":"api-1","Name":"api","Address":"127.0.0.1","Port":%d,"Connect":{"Native":true}}`, port)
+			if code, out := put(t, url+"/v1/agent/service/register", body); code != http.StatusOK {
+				t.Fatalf("register: %d %s", code, out)
+			}
+			bs := grpcBootstrap(a.rc.GRPCListenAddrs()[0], "api-1", "api", t.TempDir())
+			bs = append(bs[:len(bs)-2], []byte(`, "server_listener_resource_name_template": "`+gen.GRPCServerListenerPrefix+`%s"}`)...)
+			serving := make(chan error, 8)
+			srv, err := xds.NewGRPCServer(
+				grpc.Creds(insecure.NewCredentials()),
+				xds.BootstrapContentsForTesting(bs),
+				xds.ServingModeCallback(func(_ net.Addr, args xds.ServingModeChangeArgs) {
+					if args.Mode == connectivity.ServingModeServing {
+						serving <- nil
+					} else {
+						serving <- fmt.Errorf("not serving: %v", args.Err)
+					}
+				}),
+				grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
+					if err := ss.RecvMsg(&emptypb.Empty{}); err != nil {
+						return err
+					}
+					return ss.SendMsg(&emptypb.Empty{})
+				}),
+			)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_ = srv.Serve(ln)
+			}()
+			defer func() {
+				srv.Stop()
+				wg.Wait()
+			}()
+			select {
+			case err := <-serving:
+				if err != nil {
+					_, status := get(t, url+"/v1/agent/proxy-status/api-1")
+					t.Fatalf("%v; stream status %s", err, status)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("the xDS server never started serving")
+			}
+			conn, err := grpc.NewClient(ln.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer func() { _ = conn.Close() }()
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err = conn.Invoke(ctx, "/trellis.test.Echo/Hello", &emptypb.Empty{}, &emptypb.Empty{})
+			if status.Code(err) != tc.want {
+				t.Fatalf("RPC: %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
