@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/trellis-mesh/trellis/xds/gen"
 )
 
 const connectGRPCBootstrapHelp = `Usage: trellis connect grpc-bootstrap -service <name> [options]
@@ -36,8 +38,8 @@ const connectGRPCBootstrapHelp = `Usage: trellis connect grpc-bootstrap -service
 // xDS-enabled gRPC servers.
 const (
 	grpcNodeMetaKey            = "TRELLIS_GRPC"
-	grpcCertProviderInstance   = "trellis"
-	grpcServerListenerTemplate = "grpc/server?xds.resource.listening_address=%s"
+	grpcCertProviderInstance   = gen.GRPCCertProviderInstance
+	grpcServerListenerTemplate = gen.GRPCServerListenerPrefix + "%s"
 	// defaultGRPCCertRefresh is how often gRPC re-reads the files. The
 	// agent re-signs leaves after a CA rotation within a jitter window of
 	// 30 s, so peers must see the new roots well within it.
