@@ -234,7 +234,7 @@ func TestProxylessGRPCServer(t *testing.T) {
 					if args.Mode == connectivity.ServingModeServing {
 						serving <- nil
 					} else {
-						serving <- fmt.Errorf("not serving: %v", args.Err)
+						serving <- fmt.Errorf("not serving: %w", args.Err)
 					}
 				}),
 				grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
