@@ -210,6 +210,16 @@ func TestProxylessGRPCClient(t *testing.T) {
 			}
 		}
 	}
+
+	// Deregistering the client's own service ends its streams; it is
+	// refused until the service is back.
+	if code, out := put(t, url+"/v1/agent/service/deregister/web-1", ""); code != http.StatusOK {
+		t.Fatalf("deregister web-1: %d %s", code, out)
+	}
+	waitFor(t, "the client's streams to end", func() bool {
+		_, body := get(t, url+"/v1/agent/proxy-status/web-1")
+		return body == "[]"
+	})
 }
 
 // grpc-go's xds.NewGRPCServer takes its inbound listener from the agent
