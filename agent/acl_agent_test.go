@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/trellis-mesh/trellis/agent/config"
 )
@@ -355,5 +356,52 @@ func TestLeafSignedWithRegistrationTokenACL(t *testing.T) {
 	other := tokenWith(t, c, root, "db-writer", `service "db" { policy = "write" }`)
 	if _, _, err := c.Agent().ConnectCALeaf("web", &api.QueryOptions{Token: other.SecretID}); err == nil || !strings.Contains(err.Error(), "Permission denied") {
 		t.Fatalf("leaf for web with a token for db: %v, want Permission denied", err)
+	}
+}
+
+// TestProxylessStreamACL: a gRPC client's own stream (TRELLIS_GRPC node
+// metadata, its node the Connect-native service's ID) needs service:write
+// on that service, as a sidecar's stream does.
+func TestProxylessStreamACL(t *testing.T) {
+	c, root, rc := aclAgent(t)
+	if err := c.Agent().ServiceRegisterOpts(&api.AgentServiceRegistration{ID: "web-1", Name: "web", Port: 8080,
+		Connect: &api.AgentServiceConnect{Native: true}}, api.ServiceRegisterOpts{Token: root.SecretID}); err != nil {
+		t.Fatal(err)
+	}
+	weak := tokenWith(t, c, root, "weak-native", `service "web" { policy = "read" }`)
+	conn, err := grpc.NewClient(rc.GRPCListenAddrs()[0], grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	md, _ := structpb.NewStruct(map[string]any{"TRELLIS_GRPC": "true", "namespace": "default", "partition": "default"})
+	cases := []struct {
+		name, token string
+		want        codes.Code
+		text        string
+	}{
+		{"weak token", weak.SecretID, codes.PermissionDenied,
+			fmt.Sprintf(`Permission denied: token with AccessorID '%s' lacks permission 'service:write' on "web"`, weak.AccessorID)},
+		{"unknown token", "no-such-token", codes.Unauthenticated, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			ctx = metadata.AppendToOutgoingContext(ctx, "x-consul-token", tc.token)
+			s, err := discoveryv3.NewAggregatedDiscoveryServiceClient(conn).StreamAggregatedResources(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Send(&discoveryv3.DiscoveryRequest{Node: &corev3.Node{Id: "web-1", Cluster: "web", Metadata: md},
+				TypeUrl: "type.googleapis.com/envoy.config.listener.v3.Listener", ResourceNames: []string{"api"}}); err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.Recv()
+			st, _ := status.FromError(err)
+			if st.Code() != tc.want || (tc.text != "" && st.Message() != tc.text) {
+				t.Fatalf("%v, want %v %q", err, tc.want, tc.text)
+			}
+		})
 	}
 }

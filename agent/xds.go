@@ -50,9 +50,12 @@ type xdsSource struct {
 	// stream would wait forever for a first snapshot.
 	localService func(id string) *structs.NodeService
 
-	// native runs the proxies of proxyless gRPC streams (xds_grpc.go);
-	// nodeName and datacenter are this agent's.
+	// native runs the proxies of proxyless gRPC streams (xds_grpc.go),
+	// for the services watchLocal follows in local state (a copy, and a
+	// channel closed at the service's next change); nodeName and
+	// datacenter are this agent's.
 	native     *proxycfg.Manager
+	watchLocal func(id string) (*structs.NodeService, <-chan struct{})
 	nodeName   string
 	datacenter string
 	// nativeStreams numbers the proxyless streams, so each gets its own
@@ -181,7 +184,7 @@ func (a *Agent) startXDS(watcher proxyWatcher, native *proxycfg.Manager) error {
 	}
 	src := &xdsSource{
 		watcher: watcher, acl: a.xdsACL(), localService: a.localProxy,
-		native: native, nodeName: a.rc.NodeName, datacenter: a.rc.Datacenter,
+		native: native, watchLocal: a.watchLocalService, nodeName: a.rc.NodeName, datacenter: a.rc.Datacenter,
 	}
 	ads, err := xds.New(xds.Config[*proxycfg.ConfigSnapshot]{
 		Source:   src,
@@ -257,6 +260,13 @@ func (a *Agent) ProxyStatus(proxyID string) any {
 		st = []xds.StreamStatus{}
 	}
 	return st
+}
+
+// watchLocalService is this agent's registration of service id (nil if
+// none) and a channel closed at its next change.
+func (a *Agent) watchLocalService(id string) (*structs.NodeService, <-chan struct{}) {
+	svc, _, ch := a.local.state.WatchService(id)
+	return svc, ch
 }
 
 // localProxy is this agent's registration of service id, nil if none.

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/trellis-mesh/trellis/proxycfg"
+	"github.com/trellis-mesh/trellis/structs"
 	"github.com/trellis-mesh/trellis/xds"
 	"github.com/trellis-mesh/trellis/xds/gen"
 )
@@ -25,7 +26,7 @@ import (
 // deregistering the proxy and closing the channel; the stream waits for
 // that, and so does stop.
 func (s *xdsSource) watchNative(ctx context.Context, ref xds.ProxyRef) (<-chan *proxycfg.ConfigSnapshot, error) {
-	svc := s.localService(ref.ServiceID)
+	svc, svcChanged := s.watchLocal(ref.ServiceID)
 	if svc == nil {
 		// The bootstrap names a service this agent does not have: the
 		// client retries with backoff, and finds it once registered.
@@ -36,12 +37,16 @@ func (s *xdsSource) watchNative(ctx context.Context, ref xds.ProxyRef) (<-chan *
 			return nil, err
 		}
 	}
-	native := proxycfg.NativeProxy(svc)
-	native.ID = fmt.Sprintf("%s~grpc~%d", svc.ID, s.nativeStreams.Add(1))
-	id := proxycfg.ProxyID{Node: s.nodeName, ServiceID: native.ID, Token: ref.Token}
+	nativeID := fmt.Sprintf("%s~grpc~%d", svc.ID, s.nativeStreams.Add(1))
+	id := proxycfg.ProxyID{Node: s.nodeName, ServiceID: nativeID, Token: ref.Token}
+	register := func(svc *structs.NodeService) error {
+		native := proxycfg.NativeProxy(svc)
+		native.ID = nativeID
+		return s.native.Register(id, native, proxycfg.SourceNative, ref.Token, true)
+	}
 	names, changed := ref.Listeners.Names()
 	s.native.SetUpstreams(id, s.grpcTargets(names))
-	if err := s.native.Register(id, native, proxycfg.SourceNative, ref.Token, true); err != nil {
+	if err := register(svc); err != nil {
 		s.native.SetUpstreams(id, nil)
 		return nil, status.Errorf(codes.Unavailable, "proxyless stream of %s: %v", svc.ID, err)
 	}
@@ -71,6 +76,17 @@ func (s *xdsSource) watchNative(ctx context.Context, ref xds.ProxyRef) (<-chan *
 				// a new build of the same snapshot.
 				if last != nil {
 					offer(out, last)
+				}
+			case <-svcChanged:
+				// A re-registration (a new port, say) restarts the proxy
+				// with it; a deregistration ends the stream, whose client
+				// then finds the service gone when it reconnects.
+				svc, svcChanged = s.watchLocal(ref.ServiceID)
+				if svc == nil {
+					return
+				}
+				if err := register(svc); err != nil {
+					return
 				}
 			}
 		}

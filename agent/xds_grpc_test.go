@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/connectivity"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/resolver"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/xds"
 	"google.golang.org/protobuf/types/known/emptypb"
@@ -78,6 +79,50 @@ func grpcBootstrap(grpcAddr, id, service, certDir string) []byte {
 		filepath.Join(certDir, "leaf.pem"), filepath.Join(certDir, "leaf-key.pem"), filepath.Join(certDir, "roots.pem"))
 }
 
+// proxylessClient registers the Connect-native web-1 and returns its
+// xDS resolver and a channel to xds:///api through it, closed when the
+// test ends.
+func proxylessClient(t *testing.T, a *Agent, url string) (resolver.Builder, *grpc.ClientConn) {
+	t.Helper()
+	if code, out := put(t, url+"/v1/agent/service/register", `{"ID":"web-1","Name":"web","Port":8080,"Connect":{"Native":true}}`); code != http.StatusOK {
+		t.Fatalf("register web: %d %s", code, out)
+	}
+	res, err := xds.NewXDSResolverWithConfigForTesting(grpcBootstrap(a.rc.GRPCListenAddrs()[0], "web-1", "web", t.TempDir()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient("xds:///api", grpc.WithResolvers(res), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return res, conn
+}
+
+// waitLeader waits until the agent at url knows a leader.
+func waitLeader(t *testing.T, url string) {
+	t.Helper()
+	waitFor(t, "a leader", func() bool {
+		code, body := get(t, url+"/v1/status/leader")
+		return code == 200 && body != `""`
+	})
+}
+
+// spread makes n RPCs through conn and counts them by backend.
+func spread(conn *grpc.ClientConn, n int) (map[string]int, error) {
+	seen := map[string]int{}
+	for range n {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		b, err := call(ctx, conn)
+		cancel()
+		if err != nil {
+			return seen, err
+		}
+		seen[b]++
+	}
+	return seen, nil
+}
+
 // call makes one RPC through conn and returns the backend that answered.
 func call(ctx context.Context, conn *grpc.ClientConn) (string, error) {
 	var md metadata.MD
@@ -94,10 +139,7 @@ func call(ctx context.Context, conn *grpc.ClientConn) (string, error) {
 // left. A name nothing is registered under does not exist.
 func TestProxylessGRPCClient(t *testing.T) {
 	a, url, _ := devAgent(t)
-	waitFor(t, "a leader", func() bool {
-		code, body := get(t, url+"/v1/status/leader")
-		return code == 200 && body != `""`
-	})
+	waitLeader(t, url)
 	backends := []*grpcBackend{startGRPCBackend(t, "api-1"), startGRPCBackend(t, "api-2")}
 	for _, b := range backends {
 		body := fmt.Sprintf(`{"ID":%q,"Name":"api","Address":"127.0.0.1","Port":%d,"Connect":{"Native":true}}`, b.name, b.port)
@@ -105,37 +147,11 @@ func TestProxylessGRPCClient(t *testing.T) {
 			t.Fatalf("register %s: %d %s", b.name, code, out)
 		}
 	}
-	if code, out := put(t, url+"/v1/agent/service/register", `{"ID":"web-1","Name":"web","Port":8080,"Connect":{"Native":true}}`); code != http.StatusOK {
-		t.Fatalf("register web: %d %s", code, out)
-	}
+	res, conn := proxylessClient(t, a, url)
 
-	res, err := xds.NewXDSResolverWithConfigForTesting(grpcBootstrap(a.rc.GRPCListenAddrs()[0], "web-1", "web", t.TempDir()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := grpc.NewClient("xds:///api", grpc.WithResolvers(res), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = conn.Close() }()
-
-	// spread makes n RPCs and counts them by backend.
-	spread := func(n int) (map[string]int, error) {
-		seen := map[string]int{}
-		for range n {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			b, err := call(ctx, conn)
-			cancel()
-			if err != nil {
-				return seen, err
-			}
-			seen[b]++
-		}
-		return seen, nil
-	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		seen, err := spread(20)
+		seen, err := spread(conn, 20)
 		if err == nil && seen["api-1"] > 0 && seen["api-2"] > 0 {
 			break
 		}
@@ -151,7 +167,7 @@ func TestProxylessGRPCClient(t *testing.T) {
 	}
 	deadline = time.Now().Add(30 * time.Second)
 	for {
-		seen, err := spread(20)
+		seen, err := spread(conn, 20)
 		if err == nil && seen["api-2"] == 20 {
 			break
 		}
@@ -194,6 +210,16 @@ func TestProxylessGRPCClient(t *testing.T) {
 			}
 		}
 	}
+
+	// Deregistering the client's own service ends its streams; it is
+	// refused until the service is back.
+	if code, out := put(t, url+"/v1/agent/service/deregister/web-1", ""); code != http.StatusOK {
+		t.Fatalf("deregister web-1: %d %s", code, out)
+	}
+	waitFor(t, "the client's streams to end", func() bool {
+		_, body := get(t, url+"/v1/agent/proxy-status/web-1")
+		return body == "[]"
+	})
 }
 
 // grpc-go's xds.NewGRPCServer takes its inbound listener from the agent
@@ -211,10 +237,7 @@ func TestProxylessGRPCServer(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.policy, func(t *testing.T) {
 			a, url, _ := devAgent(t, fmt.Sprintf(`{"acl": {"default_policy": %q}}`, tc.policy))
-			waitFor(t, "a leader", func() bool {
-				code, body := get(t, url+"/v1/status/leader")
-				return code == 200 && body != `""`
-			})
+			waitLeader(t, url)
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
@@ -234,7 +257,7 @@ func TestProxylessGRPCServer(t *testing.T) {
 					if args.Mode == connectivity.ServingModeServing {
 						serving <- nil
 					} else {
-						serving <- fmt.Errorf("not serving: %v", args.Err)
+						serving <- fmt.Errorf("not serving: %w", args.Err)
 					}
 				}),
 				grpc.UnknownServiceHandler(func(_ any, ss grpc.ServerStream) error {
@@ -278,5 +301,39 @@ func TestProxylessGRPCServer(t *testing.T) {
 				t.Fatalf("RPC: %v, want %v", err, tc.want)
 			}
 		})
+	}
+}
+
+// grpc-go balances a service-splitter's weighted clusters over two
+// subsets: 80/20 over 1,000 RPCs, within 5 points.
+func TestProxylessGRPCSplitter(t *testing.T) {
+	a, url, _ := devAgent(t)
+	waitLeader(t, url)
+	for i, b := range []*grpcBackend{startGRPCBackend(t, "api-1"), startGRPCBackend(t, "api-2")} {
+		body := fmt.Sprintf(`{"ID":%q,"Name":"api","Address":"127.0.0.1","Port":%d,"Meta":{"version":"v%d"},"Connect":{"Native":true}}`, b.name, b.port, i+1)
+		if code, out := put(t, url+"/v1/agent/service/register", body); code != http.StatusOK {
+			t.Fatalf("register %s: %d %s", b.name, code, out)
+		}
+	}
+	for _, entry := range []string{
+		`{"Kind":"service-defaults","Name":"api","Protocol":"grpc"}`,
+		`{"Kind":"service-resolver","Name":"api","DefaultSubset":"v1","Subsets":{"v1":{"Filter":"Service.Meta.version == v1"},"v2":{"Filter":"Service.Meta.version == v2"}}}`,
+		`{"Kind":"service-splitter","Name":"api","Splits":[{"Weight":80,"ServiceSubset":"v1"},{"Weight":20,"ServiceSubset":"v2"}]}`,
+	} {
+		if code, out := put(t, url+"/v1/config", entry); code != http.StatusOK {
+			t.Fatalf("config %s: %d %s", entry, code, out)
+		}
+	}
+	_, conn := proxylessClient(t, a, url)
+	waitFor(t, "both subsets answering", func() bool {
+		seen, err := spread(conn, 50)
+		return err == nil && seen["api-1"] > 0 && seen["api-2"] > 0
+	})
+	seen, err := spread(conn, 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v2 := seen["api-2"]; v2 < 150 || v2 > 250 || seen["api-1"]+v2 != 1000 {
+		t.Errorf("split over 1000 RPCs: %v, want 800/200 within 50", seen)
 	}
 }

@@ -244,8 +244,7 @@ func (b *builder) grpcUpstreamTLS(sni, spiffeID string) *corev3.TransportSocket 
 		CaCertificateProviderInstance: grpcProvider(),
 	}
 	if spiffeID != "" {
-		// gRPC reads the untyped matchers (gRFC A29), not the typed ones.
-		vc.MatchSubjectAltNames = []*matcherv3.StringMatcher{{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: spiffeID}}}
+		vc.MatchSubjectAltNames = []*matcherv3.StringMatcher{{MatchPattern: &matcherv3.StringMatcher_Exact{Exact: spiffeID}}} //nolint:staticcheck // gRPC reads only these untyped matchers (gRFC A29), not the typed ones Envoy prefers
 	}
 	return b.transportSocket(&tlsv3.UpstreamTlsContext{
 		CommonTlsContext: &tlsv3.CommonTlsContext{

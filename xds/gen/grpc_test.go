@@ -112,7 +112,7 @@ func checkGRPCRules(t *testing.T, res Resources) {
 			t.Fatal(err)
 		}
 		common("cluster "+name, up.GetCommonTlsContext())
-		if len(up.GetCommonTlsContext().GetValidationContext().GetMatchSubjectAltNames()) != 1 {
+		if len(up.GetCommonTlsContext().GetValidationContext().GetMatchSubjectAltNames()) != 1 { //nolint:staticcheck // what gRPC reads
 			t.Errorf("cluster %s: no SPIFFE SAN match", name)
 		}
 	}
