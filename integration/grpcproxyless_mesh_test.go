@@ -111,8 +111,11 @@ func TestGRPCProxyless(t *testing.T) {
 		// Until the split arrives the balancer spreads evenly.
 		eventually(t, grpcSettleTimeout, "the split to apply", func() error {
 			s, err := share(200)
-			if err != nil || s < 0.7 {
-				return fmt.Errorf("v1 share %.2f (%v)", s, err)
+			if err != nil {
+				return err
+			}
+			if s < 0.7 {
+				return fmt.Errorf("v1 share %.2f", s)
 			}
 			return nil
 		})
@@ -153,8 +156,11 @@ func TestGRPCProxyless(t *testing.T) {
 		// The client is back on the restarted agent and follows changes.
 		eventually(t, grpcSettleTimeout, "web's stream on the restarted agent", func() error {
 			st, err := m.proxyStatus(m.client, "web")
-			if err != nil || len(st) == 0 {
-				return fmt.Errorf("streams %v (%v)", st, err)
+			if err != nil {
+				return err
+			}
+			if len(st) == 0 {
+				return errors.New("no stream of web")
 			}
 			return nil
 		})
@@ -250,7 +256,7 @@ func TestGRPCProxylessMTLS(t *testing.T) {
 	eventually(t, grpcSettleTimeout, "RPCs denied by intention", func() error {
 		_, err := rpc(ctx, conn)
 		if status.Code(err) != codes.PermissionDenied {
-			return fmt.Errorf("RPC: %v, want PermissionDenied", err)
+			return fmt.Errorf("RPC: %w, want PermissionDenied", err)
 		}
 		return nil
 	})
@@ -351,7 +357,7 @@ func dialXDS(t testing.TB, bootstrap []byte, target string, tls bool) *grpc.Clie
 	if err != nil {
 		t.Fatal(err)
 	}
-	var creds credentials.TransportCredentials = insecure.NewCredentials()
+	creds := insecure.NewCredentials()
 	if tls {
 		if creds, err = xdscreds.NewClientCredentials(xdscreds.ClientOptions{FallbackCreds: insecure.NewCredentials()}); err != nil {
 			t.Fatal(err)
