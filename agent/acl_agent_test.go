@@ -31,14 +31,14 @@ import (
 func aclAgent(t *testing.T) (*api.Client, *api.ACLToken, *config.RuntimeConfig) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "acl.json")
-	if err := os.WriteFile(path, []byte(`{"acl": {"default_policy": "deny"}}`), 0o600); err != nil {
+	if err := os.WriteFile(path, []byte(`{"acl": {"enabled": true, "default_policy": "deny"}}`), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	rc, _, err := config.Load(config.LoadOptions{Args: append(devArgs(t, "dev1"), "-config-file", path), Logger: slog.New(slog.DiscardHandler), FlagOutput: io.Discard})
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := New(Config{Runtime: rc, EnableACLs: true})
+	a, err := New(Config{Runtime: rc})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -52,11 +52,6 @@ type Config struct {
 	// agent command, also runs it on SIGHUP. Nil answers the endpoint
 	// with 501.
 	Reload func() error
-	// EnableACLs switches the ACL system on with the config's acl block
-	// (default policy, initial management token, ...). Only tests set it:
-	// acl.enabled stays refused at start until every endpoint enforces
-	// ACLs, and then acl.enabled sets the same switch.
-	EnableACLs bool
 }
 
 // Agent is one running agent. Create it with New, then Start it.
@@ -67,8 +62,7 @@ type Agent struct {
 	// subscribers; closed first on shutdown so that streams end.
 	logs   *logmonitor.Hub
 	reload func() error
-	// acls is whether the ACL system is on (Config.EnableACLs or
-	// acl.enabled); tokens are the agent's own (agent/token); aclCheck
+	// acls is whether the ACL system is on (acl.enabled); tokens are the agent's own (agent/token); aclCheck
 	// asks the servers about tokens for the agent's own edges (HTTP, xDS)
 	// when ACLs are on, and is nil otherwise, so that they ask nothing.
 	acls     bool
@@ -148,7 +142,7 @@ func New(cfg Config) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{rc: cfg.Runtime, acls: cfg.EnableACLs || cfg.Runtime.ACL.Enabled, tokens: tokens, logger: slog.New(logs.Handler(cfg.Logger.Handler())), logs: logs, reload: cfg.Reload, metrics: newRegistry(metricsHostname()),
+	a := &Agent{rc: cfg.Runtime, acls: cfg.Runtime.ACL.Enabled, tokens: tokens, logger: slog.New(logs.Handler(cfg.Logger.Handler())), logs: logs, reload: cfg.Reload, metrics: newRegistry(metricsHostname()),
 		codec: structs.NewCodec(), events: userevent.NewBuffer(userevent.DefaultBufferSize),
 		// Made before gossip starts, whose events trigger passes; nothing
 		// reads it on a client agent, where it stays full.

@@ -290,7 +290,6 @@ func TestAgentRefusesProtectionNotProvided(t *testing.T) {
 		args []string
 		want []string // in stderr
 	}{
-		{"acl deny by default", `{"acl": {"enabled": true, "default_policy": "deny"}}`, nil, []string{"acl.enabled", "refusing to start"}},
 		{"auto_config", `{"auto_config": {"enabled": true}}`, nil, []string{"auto_config.enabled", "refusing to start"}},
 		{"auto_encrypt on a server", `{"auto_encrypt": {"tls": true}}`, nil, []string{"auto_encrypt.tls can only be used on a client"}},
 		{"tls verification without a CA", `{"tls": {"defaults": {"verify_incoming": true}}}`, nil,

@@ -24,6 +24,21 @@
 //
 //	go test ./integration/ -run 'TestXDS|TestProxycfg' -v
 //
+// The ACL scenarios (issue 16; acl_*_test.go) run 3 servers and a client
+// agent with default deny. TestACLEndpointMatrix sends every endpoint
+// family to the client agent (and a few to a follower) as seven callers:
+// no token, the anonymous secret, read-only, write under app prefixes,
+// management, a deleted token and an expired one, checking the status,
+// Consul's 403 text, each list's exact contents and
+// X-Consul-Results-Filtered-By-ACLs, and that a refused write changed
+// nothing. Consul's shortest token TTL is a minute, so the expiring token
+// is made first and its column runs last, after the blocking-query, Go
+// client, agent-token and CLI subtests that share the cluster.
+// TestACLPersistence bootstraps with the CLI, kills the leader, restarts
+// every server and follows Consul's bootstrap reset procedure:
+//
+//	go test ./integration/ -run 'TestACL(EndpointMatrix|Persistence)$' -v
+//
 // The Jepsen-style linearizability check (issue 12, item 5; jepsen_*.go)
 // runs 10 clients reading, writing and CASing 5 keys on 3 servers while a
 // nemesis kills or pauses (SIGSTOP) the leader or a random server, and

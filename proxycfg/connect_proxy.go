@@ -55,18 +55,31 @@ func (c *connectProxy) start(s *state) error {
 	}); err != nil {
 		return err
 	}
+	_, err := c.watchServiceConfig(s)
+	return err
+}
+
+// watchServiceConfig starts (or, when the upstream names changed,
+// restarts) the watch of the destination's resolved config, which asks
+// for the central config of every declared and run-time upstream. The
+// last result stays in use until the new one arrives.
+func (c *connectProxy) watchServiceConfig(s *state) (bool, error) {
 	var names []string
 	for _, u := range s.svc.Proxy.Upstreams {
 		if u.DestinationType != "prepared_query" && !slices.Contains(names, u.DestinationName) {
 			names = append(names, u.DestinationName)
 		}
 	}
+	for _, n := range c.dynamic {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
 	slices.Sort(names)
-	cfgReq := &structs.ServiceConfigRequest{Name: dest, Upstreams: names, QueryOptions: s.query()}
-	_, err := s.reg.ensure(s.ctx, watchKey{kind: watchServiceConfig}, cfgReq, func(ctx context.Context, corr string) error {
+	cfgReq := &structs.ServiceConfigRequest{Name: s.svc.Proxy.DestinationServiceName, Upstreams: names, QueryOptions: s.query()}
+	return s.reg.ensure(s.ctx, watchKey{kind: watchServiceConfig}, cfgReq, func(ctx context.Context, corr string) error {
 		return s.m.ds.ResolvedServiceConfig.Notify(ctx, cfgReq, corr, s.events)
 	})
-	return err
 }
 
 func (c *connectProxy) handle(s *state, w *watch, ev UpdateEvent) bool {

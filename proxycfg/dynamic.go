@@ -16,8 +16,8 @@ import (
 
 // SetUpstreams makes names the run-time upstreams of proxy id: each a
 // service name, watched with its discovery chain and endpoints like a
-// declared upstream (with the central upstream defaults, since the proxy's
-// resolved config was asked for the declared names only). A name the
+// declared upstream, with its central upstream config (the proxy's
+// resolved config is asked again with the new names). A name the
 // registration declares already is not added twice. Setting the same set
 // again changes nothing; the set survives a re-registration of the proxy
 // and is kept for a proxy that is not registered yet. Only connect-proxy
@@ -100,6 +100,11 @@ func (c *connectProxy) setDynamic(s *state, names []string) bool {
 		return false
 	}
 	c.dynamic = names
+	// The new names' central config comes with the next resolved config;
+	// meanwhile they take the upstream defaults.
+	if _, err := c.watchServiceConfig(s); err != nil {
+		s.log().Error("proxycfg: data source refused a watch", "watch", watchServiceConfig.String(), "error", err)
+	}
 	before := c.ups.ups
 	c.reconcile(s)
 	return len(before) != len(c.ups.ups) || !slices.Equal(before, c.ups.ups)

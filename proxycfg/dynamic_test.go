@@ -47,6 +47,10 @@ func TestSetUpstreamsFollowsRunTimeNames(t *testing.T) {
 		t.Run(st.name, func(t *testing.T) {
 			h.m.SetUpstreams(id, st.names)
 			waitSnap(t, ch, upstreamIDs(st.want...))
+			// Their central config is asked for with the declared ones.
+			h.f.serviceConfig.waitSub(t, "config web", func(r *structs.ServiceConfigRequest) bool {
+				return fmt.Sprint(r.Upstreams) == fmt.Sprint(st.want)
+			})
 		})
 	}
 	h.f.chain.waitSub(t, "chain api", chainFor("api"))

@@ -165,6 +165,37 @@ operator = "write"`,
 		}
 	})
 
+	t.Run("txn reads are filtered, not refused", func(t *testing.T) {
+		rpc(t, s, structs.MethodKVSApply, &structs.KVSRequest{Op: structs.KVSet, DirEnt: structs.DirEntry{Key: "secret/x", Value: []byte("1")}, WriteRequest: structs.WriteRequest{Token: root}}, new(bool))
+		rpc(t, s, structs.MethodKVSApply, &structs.KVSRequest{Op: structs.KVSet, DirEnt: structs.DirEntry{Key: "app/r", Value: []byte("1")}, WriteRequest: structs.WriteRequest{Token: root}}, new(bool))
+		gets := structs.TxnOps{
+			{KV: &structs.TxnKVOp{Verb: structs.KVGet, DirEnt: structs.DirEntry{Key: "app/r"}}},
+			{KV: &structs.TxnKVOp{Verb: structs.KVGet, DirEnt: structs.DirEntry{Key: "secret/x"}}},
+		}
+		for _, c := range []struct {
+			token string
+			keys  []string
+		}{{toks["weak"].SecretID, []string{"app/r"}}, {root, []string{"app/r", "secret/x"}}} {
+			var out structs.TxnResponse
+			rpc(t, s, structs.MethodTxnRead, &structs.TxnReadRequest{Ops: gets, QueryOptions: structs.QueryOptions{Token: c.token}}, &out)
+			var keys []string
+			for _, r := range out.Results {
+				keys = append(keys, r.KV.Key)
+			}
+			if len(out.Errors) != 0 || fmt.Sprint(keys) != fmt.Sprint(c.keys) {
+				t.Errorf("results %v errors %+v, want %v and no error", keys, out.Errors, c.keys)
+			}
+		}
+		// A check reveals the key by its outcome alone: it needs key:read.
+		var out structs.TxnResponse
+		rpc(t, s, structs.MethodTxnRead, &structs.TxnReadRequest{Ops: structs.TxnOps{
+			{KV: &structs.TxnKVOp{Verb: structs.KVCheckIndex, DirEnt: structs.DirEntry{Key: "secret/x", RaftIndex: structs.RaftIndex{ModifyIndex: 1}}}},
+		}, QueryOptions: structs.QueryOptions{Token: toks["weak"].SecretID}}, &out)
+		if len(out.Errors) != 1 || out.Errors[0].What != denial(toks["weak"], "key:read", "secret/x") {
+			t.Errorf("check-index without key:read: errors %+v", out.Errors)
+		}
+	})
+
 	t.Run("snapshots need management", func(t *testing.T) {
 		err := callErr(s, structs.MethodSnapshotSave, &structs.SnapshotSaveRequest{QueryOptions: structs.QueryOptions{Token: strong.SecretID}}, &structs.SnapshotSaveResponse{})
 		if want := denial(strong, "acl:write", ""); err == nil || err.Error() != want {

@@ -112,10 +112,9 @@ type Config struct {
 	// Connect is the agent's connect block: whether the CA runs, and what
 	// the first CA configuration holds.
 	Connect ConnectConfig
-	// ACLs turns on the ACL system (acl.go): the leader creates the
-	// built-in objects and the /v1/acl endpoints answer. The agent config
-	// cannot set it yet (acl.enabled is refused until every endpoint
-	// enforces ACLs); tests enable it here.
+	// ACLs turns on the ACL system (acl.go) when ACLs.Enabled
+	// (acl.enabled): the leader creates the built-in objects, the
+	// /v1/acl endpoints answer and every method enforces its rule.
 	ACLs ACLConfig
 	// AutoEncrypt is the servers' auto_encrypt block (AutoEncrypt.Sign).
 	AutoEncrypt AutoEncryptConfig

@@ -72,7 +72,7 @@ func (s *Server) txnApply(ctx context.Context, args *structs.TxnRequest, reply *
 	if err := validateTxn(args.Ops); err != nil {
 		return err
 	}
-	errs, err := s.txnACLErrors(ctx, args.Token, args.Ops)
+	authz, errs, err := s.txnACLErrors(ctx, args.Token, args.Ops)
 	if err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func (s *Server) txnApply(ctx context.Context, args *structs.TxnRequest, reply *
 		return err
 	}
 	if r, ok := resp.(*structs.TxnResponse); ok {
-		reply.Results, reply.Errors = r.Results, r.Errors
+		reply.Results, reply.Errors = filterTxnResults(authz, r.Results), r.Errors
 	}
 	return nil
 }
@@ -99,7 +99,7 @@ func (s *Server) txnRead(ctx context.Context, args *structs.TxnReadRequest, repl
 			return fmt.Errorf("operation %d: %q is a write; use a read-write transaction", i, op.Verb())
 		}
 	}
-	denied, err := s.txnACLErrors(ctx, args.Token, args.Ops)
+	authz, denied, err := s.txnACLErrors(ctx, args.Token, args.Ops)
 	if err != nil {
 		return err
 	}
@@ -109,7 +109,7 @@ func (s *Server) txnRead(ctx context.Context, args *structs.TxnReadRequest, repl
 	}
 	return s.blockingQuery(ctx, &args.QueryOptions, &reply.QueryMeta, func(ws memdb.WatchSet, st *state.Store) error {
 		idx, results, errs := st.TxnRO(ws, args.Ops)
-		reply.Index, reply.Results, reply.Errors = idx, results, errs
+		reply.Index, reply.Results, reply.Errors = idx, filterTxnResults(authz, results), errs
 		return nil
 	})
 }

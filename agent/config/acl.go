@@ -7,9 +7,7 @@ import (
 )
 
 // Consul's acl block and the deprecated keys it replaced. The servers and
-// the agent read the result (RuntimeConfig.ACL); acl.enabled itself stays
-// refused by the schema until every endpoint enforces ACLs, so that a
-// config asking for them never starts an open agent.
+// the agent read the result (RuntimeConfig.ACL).
 
 // Consul's ACL defaults.
 const (
@@ -111,6 +109,9 @@ type deprecatedACLSource struct {
 	ACLDownPolicy          *string `json:"acl_down_policy"`
 	ACLTTL                 *string `json:"acl_ttl"`
 	ACLEnableKeyListPolicy *bool   `json:"acl_enable_key_list_policy"`
+	// ACLDatacenter named the datacenter holding the ACLs before 1.4;
+	// Consul still takes it to switch ACLs on.
+	ACLDatacenter *string `json:"acl_datacenter"`
 }
 
 func defaultACLSource() aclSource {
@@ -168,6 +169,10 @@ func foldDeprecatedACL(where string, s *source) []string {
 	fold("acl_down_policy", d.ACLDownPolicy, &a.DownPolicy, "acl.down_policy")
 	fold("acl_ttl", d.ACLTTL, &a.TokenTTL, "acl.token_ttl")
 	foldBool("acl_enable_key_list_policy", d.ACLEnableKeyListPolicy, &a.EnableKeyListPolicy, "acl.enable_key_list_policy")
+	if d.ACLDatacenter != nil && *d.ACLDatacenter != "" {
+		// Trellis has one datacenter, so only the switch is kept.
+		foldBool("acl_datacenter", ptr(true), &a.Enabled, "primary_datacenter and acl.enabled")
+	}
 	return warnings
 }
 

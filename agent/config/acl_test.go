@@ -8,8 +8,7 @@ import (
 )
 
 // TestLoadACL covers every key of the acl block, Consul's deprecated forms
-// and their precedence, the values refused with the key named, and
-// acl.enabled, which stays refused until enforcement is complete.
+// and their precedence, and the values refused with the key named.
 func TestLoadACL(t *testing.T) {
 	def := ACL{DefaultPolicy: "allow", DownPolicy: "extend-cache",
 		TokenTTL: 30 * time.Second, PolicyTTL: 30 * time.Second, RoleTTL: 30 * time.Second}
@@ -66,8 +65,13 @@ func TestLoadACL(t *testing.T) {
 		{name: "bad acl_ttl", file: `{"acl_ttl": "x"}`, errKeys: []string{"acl.token_ttl"}},
 		{name: "wrong type", file: `{"acl": {"enable_token_persistence": "yes"}}`, errKeys: []string{"enable_token_persistence"}},
 		{name: "unknown key", file: `{"acl": {"tokens": {"agnt": "x"}}}`, errKeys: []string{"acl.tokens.agnt"}},
-		{name: "enabled stays refused", file: `{"acl": {"enabled": true, "default_policy": "deny"}}`, refused: true, errKeys: []string{"acl.enabled"}},
-		{name: "hcl enabled stays refused", file: "hcl:acl { enabled = true }", refused: true, errKeys: []string{"acl.enabled"}},
+		{name: "enabled", file: `{"acl": {"enabled": true, "default_policy": "deny"}}`,
+			want: with(func(a *ACL) { a.Enabled, a.DefaultPolicy = true, "deny" })},
+		{name: "hcl enabled", file: "hcl:acl { enabled = true }", want: with(func(a *ACL) { a.Enabled = true })},
+		{name: "legacy acl_datacenter switches ACLs on", file: `{"acl_datacenter": "dc1"}`,
+			want: with(func(a *ACL) { a.Enabled = true }), deprecated: []string{"acl_datacenter"}},
+		{name: "acl.enabled wins over acl_datacenter", file: `{"acl_datacenter": "dc1", "acl": {"enabled": false}}`,
+			want: def, deprecated: []string{"acl_datacenter"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			name, content := "c.json", tc.file

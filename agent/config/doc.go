@@ -24,9 +24,8 @@
 // and checked by tlsutil when the agent starts; auto_encrypt is checked
 // against Consul's rules in auto_encrypt.go.
 //
-// Keys that ask for protection Trellis does not provide yet (acl.enabled,
-// auto_config, address and endpoint restrictions)
-// are not warnings: when
+// Keys that ask for protection Trellis does not provide yet (auto_config,
+// address and endpoint restrictions) are not warnings: when
 // their value asks for the protection, Load fails with
 // ErrProtectionNotProvided naming the key, so that no agent runs open while
 // its operator believes it protected. Values that only relax (false, "")

@@ -576,21 +576,18 @@ func TestLoadRefusesProtectionNotProvided(t *testing.T) {
 		wants []string
 		hcl   string // a.hcl's content, when not empty
 	}{
-		{"acl enabled", nil, `{"acl": {"enabled": true, "default_policy": "deny"}}`, []string{"acl.enabled", "ACLs"}, ""},
-		{"legacy acl datacenter", nil, `{"acl_datacenter": "dc1"}`, []string{"acl_datacenter", "ACLs"}, ""},
 		{"auto_config", nil, `{"auto_config": {"enabled": true, "intro_token": "x"}}`, []string{"auto_config.enabled", "auto_config.intro_token"}, ""},
 		{"write restriction", nil, `{"http_config": {"allow_write_http_from": ["127.0.0.0/8"]}}`, []string{"http_config.allow_write_http_from"}, ""},
 		{"write restriction flag", []string{"-allow-write-http-from", "127.0.0.0/8"}, "", []string{"-allow-write-http-from"}, ""},
 		{"blocked endpoints", nil, `{"http_config": {"block_endpoints": ["/v1/agent/self"]}}`, []string{"http_config.block_endpoints"}, ""},
 		{"serf cidrs", nil, `{"serf_lan_allowed_cidrs": ["127.0.0.0/8"]}`, []string{"serf_lan_allowed_cidrs"}, ""},
 		{"serf cidrs flag", []string{"-serf-lan-allowed-cidrs", "127.0.0.0/8"}, "", []string{"-serf-lan-allowed-cidrs"}, ""},
-		{"case-insensitive", nil, `{"ACL": {"Enabled": true}}`, []string{"acl.enabled"}, ""},
-		{"hcl: acl enabled", nil, "", []string{"acl.enabled", "ACLs"}, "acl {\n  enabled = true\n  default_policy = \"deny\"\n}"},
+		{"case-insensitive", nil, `{"Auto_Config": {"Enabled": true}}`, []string{"auto_config.enabled"}, ""},
 		{"hcl: auto_config", nil, "", []string{"auto_config.enabled"}, `auto_config { enabled = true }`},
 		{"hcl: write restriction", nil, "", []string{"http_config.allow_write_http_from"}, `http_config { allow_write_http_from = ["127.0.0.0/8"] }`},
 		{"hcl: serf cidrs", nil, "", []string{"serf_lan_allowed_cidrs"}, `serf_lan_allowed_cidrs = ["127.0.0.0/8"]`},
-		{"hcl: case-insensitive", nil, "", []string{"acl.enabled"}, `ACL { Enabled = true }`},
-		{"-hcl fragment", []string{"-hcl", `acl { enabled = true }`}, "", []string{"acl.enabled", "-hcl fragment 1"}, ""},
+		{"hcl: case-insensitive", nil, "", []string{"auto_config.enabled"}, `Auto_Config { Enabled = true }`},
+		{"-hcl fragment", []string{"-hcl", `auto_config { enabled = true }`}, "", []string{"auto_config.enabled", "-hcl fragment 1"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			args := append([]string{"-dev"}, tc.args...)

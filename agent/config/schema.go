@@ -241,10 +241,8 @@ func consulKeys() *keyNode {
 			// Consul's managed-service-provider hooks (HCP).
 			"msp_disable_bootstrap",
 		), map[string]*keyNode{
-			// Refused until every endpoint enforces ACLs (acl.go): the
-			// rest of the block is read and handed to the servers and
-			// the agent.
-			"enabled":        refused("ACLs"),
+			// Read and handed to the servers and the agent (acl.go).
+			"enabled":        honoured(),
 			"default_policy": honoured(), "down_policy": honoured(),
 			"enable_token_persistence": honoured(), "enable_token_replication": honoured(),
 			"enable_key_list_policy": honoured(),
@@ -333,8 +331,9 @@ func consulKeys() *keyNode {
 	} {
 		top[k] = honoured()
 	}
-	// Legacy ACLs were switched on by naming the ACL datacenter.
-	with(top, refusedAll("ACLs", "acl_datacenter"))
+	// Legacy ACLs were switched on by naming the ACL datacenter; Consul
+	// still reads it as acl.enabled (and primary_datacenter).
+	top["acl_datacenter"] = honoured()
 	// The deprecated top-level forms of the tls block.
 	for _, k := range []string{
 		"ca_file", "ca_path", "cert_file", "key_file", "tls_cipher_suites", "tls_min_version",

@@ -60,8 +60,6 @@ func TestSchemaMatchesSource(t *testing.T) {
 		"tls.https.verify_outgoing": true, "tls.grpc.verify_outgoing": true,
 		"tls.defaults.verify_server_hostname": true, "tls.https.verify_server_hostname": true,
 		"tls.grpc.verify_server_hostname": true,
-		// Read, but refused when true until every endpoint enforces ACLs.
-		"acl.enabled": true,
 	}
 	sort.Strings(fields)
 	sort.Strings(keys)

@@ -249,13 +249,18 @@ func TestLoadTestutilConfig(t *testing.T) {
 			}},
 		},
 		{
-			// A test that asks for ACLs must not get an open agent.
-			name: "acl from a test callback is refused",
+			// consul/api's ACL tests switch ACLs on in a callback.
+			name: "acl from a test callback is read",
 			edit: func(c *tuServerConfig) {
 				c.ACL.Enabled = true
-				c.CAFile = "/tmp/ca.pem"
+				c.ACL.DefaultPolicy = "deny"
+				c.ACL.Tokens.InitialManagement = "root"
 			},
-			refused: []string{"acl.enabled"},
+			checks: []check{func(t *testing.T, rc *RuntimeConfig, _ []string) {
+				if !rc.ACL.Enabled || rc.ACL.Tokens.InitialManagement != "root" || rc.ACL.DefaultPolicy != "deny" {
+					t.Errorf("ACL = %+v", rc.ACL)
+				}
+			}},
 		},
 		{
 			name: "tls from a test callback is read",

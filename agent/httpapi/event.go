@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/trellis-mesh/trellis/acl"
+	"github.com/trellis-mesh/trellis/agent/authz"
 	"github.com/trellis-mesh/trellis/structs"
 )
 
@@ -37,6 +39,11 @@ func (s *Server) eventFire(w http.ResponseWriter, r *http.Request) (any, error) 
 	}
 	if dc := s.parseDC(r); dc != s.dc {
 		return nil, structs.ErrNoDCPath
+	}
+	// The agent broadcasts the event itself, so no server checks it:
+	// Consul's event:write on the name is asked here.
+	if err := s.requireACL(r, authz.Write(acl.ResourceEvent, ev.Name)); err != nil {
+		return nil, err
 	}
 	q := r.URL.Query()
 	ev.NodeFilter, ev.ServiceFilter, ev.TagFilter = q.Get("node"), q.Get("service"), q.Get("tag")
@@ -78,11 +85,9 @@ func (s *Server) eventList(w http.ResponseWriter, r *http.Request) (any, error) 
 	defer timeout.Stop()
 	for {
 		all, changed := s.events.UserEvents()
-		events := make([]*structs.UserEvent, 0, len(all))
-		for _, ev := range all {
-			if name == "" || ev.Name == name {
-				events = append(events, ev)
-			}
+		events, err := s.readableEvents(r, all, name)
+		if err != nil {
+			return nil, err
 		}
 		index := uint64(1)
 		if len(events) > 0 {
@@ -102,6 +107,37 @@ func (s *Server) eventList(w http.ResponseWriter, r *http.Request) (any, error) 
 			return nil, r.Context().Err()
 		}
 	}
+}
+
+// readableEvents are the events named name (all with "") whose name the
+// request's token may read (event:read), as Consul filters the list; the
+// token is asked again at each wake of a blocking list, so a deleted one
+// gets Consul's 403 rather than the next event.
+func (s *Server) readableEvents(r *http.Request, all []*structs.UserEvent, name string) ([]*structs.UserEvent, error) {
+	named := make([]*structs.UserEvent, 0, len(all))
+	for _, ev := range all {
+		if name == "" || ev.Name == name {
+			named = append(named, ev)
+		}
+	}
+	checks := make([]authz.Check, 0, len(named)+1)
+	for _, ev := range named {
+		checks = append(checks, authz.Read(acl.ResourceEvent, ev.Name))
+	}
+	// One more check, its answer unused, so that a list with no event
+	// still resolves the token: an unknown one gets Consul's 403.
+	checks = append(checks, authz.Read(acl.ResourceEvent, ""))
+	allowed, err := s.aclAllowed(r, checks)
+	if err != nil {
+		return nil, err
+	}
+	events := make([]*structs.UserEvent, 0, len(named))
+	for i, ev := range named {
+		if allowed[i] {
+			events = append(events, ev)
+		}
+	}
+	return events, nil
 }
 
 // eventIndex is the list's X-Consul-Index for its newest event: never 0,

@@ -2,7 +2,9 @@ package gen
 
 import (
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -51,10 +53,21 @@ const GRPCCertProviderInstance = "trellis"
 const GRPCServerListenerPrefix = "grpc/server?xds.resource.listening_address="
 
 // GRPCTarget returns the service a gRPC client listener name stands for:
-// the name itself ("api"), or "<service>.default.<dc>" in datacenter dc.
-// Server listener names are not targets.
+// the name itself ("api"), or "<service>.default.<dc>" in datacenter dc,
+// either with a port (xds:///api:8080 asks for "api:8080"; the port is
+// the target's to decide, so it is ignored). Server listener names are
+// not targets.
 func GRPCTarget(name, dc string) (string, bool) {
-	if name == "" || strings.HasPrefix(name, GRPCServerListenerPrefix) || strings.ContainsAny(name, "/:?") {
+	if strings.HasPrefix(name, GRPCServerListenerPrefix) {
+		return "", false
+	}
+	if host, port, err := net.SplitHostPort(name); err == nil {
+		if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+			return "", false
+		}
+		name = host
+	}
+	if name == "" || strings.ContainsAny(name, "/:?[]") {
 		return "", false
 	}
 	if svc, ok := strings.CutSuffix(name, "."+defaultNamespace+"."+dc); ok && svc != "" && !strings.Contains(svc, ".") {

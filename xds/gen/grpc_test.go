@@ -161,3 +161,27 @@ func checkGRPCRules(t *testing.T, res Resources) {
 		}
 	}
 }
+
+func TestGRPCTarget(t *testing.T) {
+	cases := []struct {
+		name, want string
+		ok         bool
+	}{
+		{"api", "api", true},
+		{"api:8080", "api", true},
+		{"api.default.dc1", "api", true},
+		{"api.default.dc1:50051", "api", true},
+		{"api.default.dc2", "", false},
+		{"api.service.consul", "", false},
+		{"api:http", "", false},
+		{"", "", false},
+		{":8080", "", false},
+		{GRPCServerListenerPrefix + "127.0.0.1:8080", "", false},
+		{"xdstp://authority/envoy.config.listener.v3.Listener/api", "", false},
+	}
+	for _, tc := range cases {
+		if got, ok := GRPCTarget(tc.name, "dc1"); got != tc.want || ok != tc.ok {
+			t.Errorf("GRPCTarget(%q) = %q, %v; want %q, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}
