@@ -115,6 +115,7 @@ operator = "read"
 		{"PUT", "/v1/agent/check/deregister/node-ttl", "", denied("node:write", node)},
 		{"GET", "/v1/agent/service/db", "", denied("service:read", "db")},
 		{"GET", "/v1/agent/connect/ca/leaf/db", "", denied("service:write", "db")},
+		{"GET", "/v1/agent/connect/grpc-files/db", "", denied("service:write", "db")},
 		{"POST", "/v1/agent/connect/authorize", `{"Target": "db", "ClientCertURI": "spiffe://11111111-2222-3333-4444-555555555555.consul/ns/default/dc/dc1/svc/web"}`, denied("service:write", "db")},
 	} {
 		t.Run(tc.method+" "+tc.path, func(t *testing.T) {

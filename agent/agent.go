@@ -25,6 +25,7 @@ import (
 	"github.com/trellis-mesh/trellis/agent/cache"
 	"github.com/trellis-mesh/trellis/agent/config"
 	agentdns "github.com/trellis-mesh/trellis/agent/dns"
+	"github.com/trellis-mesh/trellis/agent/grpccerts"
 	"github.com/trellis-mesh/trellis/agent/httpapi"
 	"github.com/trellis-mesh/trellis/agent/leafcert"
 	"github.com/trellis-mesh/trellis/agent/logmonitor"
@@ -99,6 +100,9 @@ type Agent struct {
 	local *localServices
 	// leaf issues and renews this agent's services' leaf certificates.
 	leaf *leafcert.Manager
+	// grpcCerts keeps the Connect-native services' certificate files for
+	// gRPC applications (grpc_certs.go).
+	grpcCerts *grpccerts.Writer
 	// proxies keeps every proxy's configuration snapshot current.
 	proxies *proxyConfig
 	// xds serves Envoy on the gRPC port.
@@ -237,6 +241,9 @@ func (a *Agent) Start(ctx context.Context) (err error) {
 		return err
 	}
 	a.leaf = leaf
+	if err := a.startGRPCCerts(); err != nil {
+		return err
+	}
 	if a.proxies, err = a.startProxycfg(); err != nil {
 		return err
 	}
@@ -427,6 +434,7 @@ func (a *Agent) startHTTP() error {
 		Events:            a,
 		LeafCerts:         leafCerts,
 		ConnectAuthorizer: authorizer,
+		GRPCFiles:         a.httpGRPCFilesConfig(),
 		EnableDebug:       rc.EnableDebug,
 		Host:              hostInfo{},
 		ACLsEnabled:       a.acls,
@@ -633,6 +641,10 @@ func (a *Agent) Shutdown() error {
 		}
 		if a.proxies != nil {
 			a.proxies.stop()
+		}
+		// Before the leaf manager, whose Gets the writer's goroutines wait in.
+		if a.grpcCerts != nil {
+			a.grpcCerts.Stop()
 		}
 		if a.leaf != nil {
 			a.leaf.Stop()

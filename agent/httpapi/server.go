@@ -64,6 +64,9 @@ type Config struct {
 	// ConnectAuthorizer answers /v1/agent/connect/authorize; nil means
 	// DefaultAllowAuthorizer.
 	ConnectAuthorizer ConnectAuthorizer
+	// GRPCFiles serves /v1/agent/connect/grpc-files/<id> (grpc_files.go);
+	// nil answers it with 501.
+	GRPCFiles GRPCFiles
 	// Local serves the agent's own services and checks; nil answers those
 	// endpoints with 501.
 	Local LocalAgent
@@ -121,6 +124,7 @@ type Server struct {
 	// proxyStatus reports xDS streams.
 	proxyStatus ProxyStatuses
 	leafCerts   LeafCerts
+	grpcFiles   GRPCFiles
 	authorizer  ConnectAuthorizer
 	events      Events
 	cache       Cache
@@ -165,6 +169,7 @@ func New(cfg Config) (*Server, error) {
 		local:            cfg.Local,
 		proxyStatus:      cfg.ProxyStatus,
 		leafCerts:        cfg.LeafCerts,
+		grpcFiles:        cfg.GRPCFiles,
 		authorizer:       cfg.ConnectAuthorizer,
 		events:           cfg.Events,
 		cache:            cfg.Cache,
@@ -276,6 +281,7 @@ func (s *Server) routes() *http.ServeMux {
 	handle("/v1/agent/connect/ca/roots", get, s.connectCARoots)
 	handle("/v1/agent/connect/ca/leaf/", get, s.agentConnectCALeaf)
 	handle("/v1/agent/connect/authorize", []string{http.MethodPost}, s.agentConnectAuthorize)
+	handle("/v1/agent/connect/grpc-files/", get, s.agentGRPCFiles)
 
 	// Config entries, intentions and discovery chains (config.go,
 	// intentions.go, discovery_chain.go).

@@ -126,7 +126,13 @@ type Manager struct {
 	started bool
 	stopped bool
 	roots   *structs.IndexedCARoots
-	entries map[string]*entry
+	// rootsChanged is closed and replaced whenever the active root (or
+	// trust domain) changes.
+	rootsChanged chan struct{}
+	// rootsUpdated is closed and replaced whenever the roots answer moves
+	// to a new index (any root added, removed or changed), for WatchRoots.
+	rootsUpdated chan struct{}
+	entries      map[string]*entry
 }
 
 // entry is one service's leaf. Its fields are guarded by Manager.mu.
@@ -190,11 +196,13 @@ func New(cfg Config) (*Manager, error) {
 	def(&cfg.RootsWait, defaultRootsWait)
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Manager{
-		cfg:     cfg,
-		logger:  cfg.Logger,
-		ctx:     ctx,
-		cancel:  cancel,
-		entries: make(map[string]*entry),
+		cfg:          cfg,
+		logger:       cfg.Logger,
+		ctx:          ctx,
+		cancel:       cancel,
+		rootsChanged: make(chan struct{}),
+		rootsUpdated: make(chan struct{}),
+		entries:      make(map[string]*entry),
 	}, nil
 }
 

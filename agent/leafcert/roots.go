@@ -64,6 +64,10 @@ func (m *Manager) setRoots(r *structs.IndexedCARoots) {
 func (m *Manager) setRootsLocked(r *structs.IndexedCARoots) {
 	prev := m.roots
 	m.roots = r
+	if prev == nil || prev.Index != r.Index {
+		close(m.rootsUpdated)
+		m.rootsUpdated = make(chan struct{})
+	}
 	if prev == nil || prev.ActiveRootID != r.ActiveRootID || prev.TrustDomain != r.TrustDomain {
 		if prev != nil && prev.ActiveRootID != "" && prev.ActiveRootID != r.ActiveRootID {
 			m.logger.Info("CA root changed, leaf certificates will be re-issued", "old", prev.ActiveRootID, "new", r.ActiveRootID)
@@ -120,6 +124,16 @@ func (m *Manager) Roots() *structs.IndexedCARoots {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.roots
+}
+
+// WatchRoots returns the roots the manager last saw (nil before the
+// first answer; the caller must not modify them) and a channel closed when
+// they next change, so that a consumer keeping files of the roots current
+// follows the manager's one watch instead of opening its own.
+func (m *Manager) WatchRoots() (*structs.IndexedCARoots, <-chan struct{}) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.roots, m.rootsUpdated
 }
 
 // sleep waits d, reporting false when the manager stops first.

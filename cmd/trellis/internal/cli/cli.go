@@ -111,6 +111,7 @@ func commands() map[string]command {
 		"connect ca get-config":         {"Display the current Connect Certificate Authority (CA) configuration", runConnectCAGetConfig},
 		"connect ca set-config":         {"Modify the current Connect CA configuration", runConnectCASetConfig},
 		"connect envoy":                 {"Runs or configures Envoy as a Connect proxy", runConnectEnvoy},
+		"connect grpc-bootstrap":        {"Writes the xDS bootstrap of a proxyless gRPC application", runConnectGRPCBootstrap},
 		"event":                         {"Fire a new event", runEvent},
 		"force-leave":                   {"Forces a member of the cluster to enter the \"left\" state", runForceLeave},
 		"info":                          {"Provides debugging information for operators", runInfo},

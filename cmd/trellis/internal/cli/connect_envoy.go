@@ -198,7 +198,9 @@ type agentServiceInfo struct {
 	Address    string
 	Port       int
 	Datacenter string
-	Proxy      *struct {
+	// Connect is set on a Connect-native service.
+	Connect *struct{ Native bool }
+	Proxy   *struct {
 		DestinationServiceName string
 		DestinationServiceID   string
 		// Config is the proxy's opaque config, where the bootstrap keys
@@ -238,15 +240,11 @@ func (c *connectEnvoyCmd) resolveProxyID(ctx context.Context, client *apiClient)
 // lookupSidecarProxyID finds the one connect-proxy on the local agent whose
 // destination service ID is serviceID (case-insensitively, as Consul).
 func lookupSidecarProxyID(ctx context.Context, client *apiClient, serviceID string) (string, error) {
-	var svcs map[string]agentServiceInfo
-	if err := client.getJSON(ctx, "/v1/agent/services", nil, false, &svcs); err != nil {
+	ids, err := localServiceIDs(ctx, client, func(svc agentServiceInfo) bool {
+		return svc.Kind == "connect-proxy" && svc.Proxy != nil && strings.EqualFold(svc.Proxy.DestinationServiceID, serviceID)
+	})
+	if err != nil {
 		return "", fmt.Errorf("Failed looking up sidecar proxy info for %s: %w", serviceID, err)
-	}
-	var ids []string
-	for _, svc := range svcs {
-		if svc.Kind == "connect-proxy" && svc.Proxy != nil && strings.EqualFold(svc.Proxy.DestinationServiceID, serviceID) {
-			ids = append(ids, svc.ID)
-		}
 	}
 	switch len(ids) {
 	case 0:
@@ -254,9 +252,25 @@ func lookupSidecarProxyID(ctx context.Context, client *apiClient, serviceID stri
 	case 1:
 		return ids[0], nil
 	}
-	slices.Sort(ids)
 	return "", fmt.Errorf("More than one sidecar proxy registered for %s.\n"+
 		"    Start proxy with -proxy-id and one of the following IDs: %s", serviceID, strings.Join(ids, ", "))
+}
+
+// localServiceIDs lists, sorted, the IDs of the local agent's services
+// that match.
+func localServiceIDs(ctx context.Context, client *apiClient, match func(agentServiceInfo) bool) ([]string, error) {
+	var svcs map[string]agentServiceInfo
+	if err := client.getJSON(ctx, "/v1/agent/services", nil, false, &svcs); err != nil {
+		return nil, err
+	}
+	var ids []string
+	for _, svc := range svcs {
+		if match(svc) {
+			ids = append(ids, svc.ID)
+		}
+	}
+	slices.Sort(ids)
+	return ids, nil
 }
 
 // lookupGateway finds the one gateway of kind on the local agent.
@@ -382,46 +396,71 @@ func readyAddr(flagAddr gatewayAddrFlag, svc agentServiceInfo) string {
 
 // agentAddress fills the agent's gRPC address, socket and TLS settings.
 func (c *connectEnvoyCmd) agentAddress(ctx context.Context, env *Env, cfg *bootstrap.Config) error {
-	addr := firstNonEmpty(c.grpcAddr, env.Getenv("CONSUL_GRPC_ADDR"), DefaultGRPCAddr)
-	caFile := firstNonEmpty(c.grpcCAFile, env.Getenv("CONSUL_GRPC_CACERT"))
+	g, err := resolveAgentGRPC(ctx, env, c.grpcAddr, c.grpcCAFile, c.hf.caFile)
+	if err != nil {
+		return err
+	}
+	cfg.AgentAddress, cfg.AgentSocket, cfg.AgentTLS, cfg.AgentCAFile = g.address, g.socket, g.tls, g.caFile
+	return nil
+}
+
+// agentGRPC is where a proxy or a gRPC application reaches the agent's
+// xDS server: a TCP address or a Unix socket, with TLS or without.
+type agentGRPC struct {
+	// address is ip:port; empty for a socket.
+	address string
+	socket  string
+	tls     bool
+	// caFile is the absolute path of the CA bundle to verify the agent
+	// with ("" for the system's).
+	caFile string
+}
+
+// resolveAgentGRPC reads -grpc-addr (else CONSUL_GRPC_ADDR, else the
+// default) and -grpc-ca-file (else CONSUL_GRPC_CACERT, else, for TLS, the
+// HTTP API's -ca-file or CONSUL_CACERT), as Consul's connect commands do.
+func resolveAgentGRPC(ctx context.Context, env *Env, flagAddr, flagCAFile, httpCAFile string) (agentGRPC, error) {
+	var g agentGRPC
+	addr := firstNonEmpty(flagAddr, env.Getenv("CONSUL_GRPC_ADDR"), DefaultGRPCAddr)
+	caFile := firstNonEmpty(flagCAFile, env.Getenv("CONSUL_GRPC_CACERT"))
 	lower := strings.ToLower(addr)
 	switch {
 	case strings.HasPrefix(lower, "unix://"):
-		cfg.AgentSocket = addr[len("unix://"):]
-		if cfg.AgentSocket == "" {
-			return fmt.Errorf("Invalid gRPC address %q: empty socket path", addr)
+		g.socket = addr[len("unix://"):]
+		if g.socket == "" {
+			return g, fmt.Errorf("Invalid gRPC address %q: empty socket path", addr)
 		}
 		// As in Consul, a socket is encrypted when a CA is given.
-		cfg.AgentTLS = caFile != ""
+		g.tls = caFile != ""
 	case strings.HasPrefix(lower, "https://"):
-		cfg.AgentTLS = true
+		g.tls = true
 		addr = addr[len("https://"):]
 	case strings.HasPrefix(lower, "http://"):
 		addr = addr[len("http://"):]
 	}
-	if cfg.AgentTLS {
+	if g.tls {
 		if caFile == "" {
 			// Consul falls back to the HTTP API's CA (-ca-file, then
 			// CONSUL_CACERT).
-			caFile = firstNonEmpty(c.hf.caFile, env.Getenv("CONSUL_CACERT"))
+			caFile = firstNonEmpty(httpCAFile, env.Getenv("CONSUL_CACERT"))
 		}
 		if caFile != "" {
 			named, err := checkCAFile(caFile)
 			if err != nil {
-				return fmt.Errorf("Error loading gRPC CA file: %w", err)
+				return g, fmt.Errorf("Error loading gRPC CA file: %w", err)
 			}
-			cfg.AgentCAFile = named
+			g.caFile = named
 		}
 	}
-	if cfg.AgentSocket != "" {
-		return nil
+	if g.socket != "" {
+		return g, nil
 	}
 	resolved, err := resolveHostPort(ctx, "agent gRPC address", strings.TrimSuffix(addr, "/"))
 	if err != nil {
-		return err
+		return g, err
 	}
-	cfg.AgentAddress = resolved
-	return nil
+	g.address = resolved
+	return g, nil
 }
 
 // checkCAFile returns the absolute path of a CA bundle the bootstrap can
