@@ -2,10 +2,13 @@
 // Connect leaf certificate per service, signed by the servers' CA, and keeps
 // it fresh.
 //
-// For each service asked for, the manager makes a private key and a CSR for
-// the service's SPIFFE identity, has a server sign it (ConnectCA.Sign), and
-// caches the result: every request for that service gets the same
-// certificate until it is renewed. A certificate is renewed at a random
+// For each service and ACL token asked for, the manager makes a private key
+// and a CSR for the service's SPIFFE identity, has a server sign it
+// (ConnectCA.Sign) with that token, and caches the result: every request for
+// that service with that token gets the same certificate until it is
+// renewed. The token is part of the cache key, as in Consul's agent cache,
+// so that a token the servers would refuse never gets a certificate signed
+// for another. A certificate is renewed at a random
 // point between 60 % and 90 % of its lifetime, and, when the CA's active
 // root changes (the manager watches the roots with a blocking query), after
 // a random delay within RootChangeJitter, so that a rotation does not send
@@ -14,7 +17,7 @@
 // are dropped.
 //
 // The manager owns one goroutine watching the roots and one per cached
-// service; Stop ends and waits for all of them.
+// service and token; Stop ends and waits for all of them.
 package leafcert
 
 import (
@@ -91,10 +94,10 @@ type Config struct {
 	Datacenter string
 	// Logger defaults to discarding.
 	Logger *slog.Logger
-	// Token gives the ACL token sent with the signing request of a
-	// service's leaf (the service's registration token, else the agent's);
-	// nil sends none.
-	Token func(service string) string
+	// Token gives the ACL token of a request that carries none (the
+	// agent's default token, as Consul's agent uses for requests without
+	// one); nil sends none.
+	Token func() string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 
@@ -126,12 +129,20 @@ type Manager struct {
 	// rootsChanged is closed and replaced whenever the active root (or
 	// trust domain) changes.
 	rootsChanged chan struct{}
-	entries      map[string]*entry
+	entries      map[leafKey]*entry
 }
 
-// entry is one service's leaf. Its fields are guarded by Manager.mu.
+// leafKey names one cached leaf: a service's, signed with one token.
+type leafKey struct {
+	service string
+	token   string
+}
+
+// entry is one service's leaf for one token. Its fields are guarded by
+// Manager.mu.
 type entry struct {
 	service string
+	token   string
 	cert    *structs.IssuedCert
 	// signer is the colon-hex AuthorityKeyId of cert: which root's key
 	// signed it, compared with the active root's SigningKeyID.
@@ -180,7 +191,7 @@ func New(cfg Config) (*Manager, error) {
 		ctx:          ctx,
 		cancel:       cancel,
 		rootsChanged: make(chan struct{}),
-		entries:      make(map[string]*entry),
+		entries:      make(map[leafKey]*entry),
 	}, nil
 }
 
@@ -209,7 +220,10 @@ func (m *Manager) Stop() {
 	m.wg.Wait()
 }
 
-// Get returns the service's leaf certificate, with its private key. With
+// Get returns the service's leaf certificate, with its private key, as
+// signed with token ("" uses Config.Token): each token has a certificate
+// of its own, so a token that may not write the service gets the servers'
+// denial, never another token's certificate. With
 // minIndex > 0 it blocks until the certificate's ModifyIndex passes
 // minIndex or wait elapses (0 means 5 minutes, at most 10), then returns
 // the current one. The first request for a service waits for the first
@@ -217,8 +231,8 @@ func (m *Manager) Stop() {
 // while the service has no certificate, a request with minIndex > 0 that
 // finds such a failure waits for the next attempt and returns its
 // outcome. The returned value is the caller's copy.
-func (m *Manager) Get(ctx context.Context, service string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, error) {
-	cert, _, err := m.GetWithMeta(ctx, service, minIndex, wait)
+func (m *Manager) Get(ctx context.Context, service, token string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, error) {
+	cert, _, err := m.GetWithMeta(ctx, service, token, minIndex, wait)
 	return cert, err
 }
 
@@ -231,7 +245,7 @@ type CacheMeta struct {
 }
 
 // GetWithMeta is Get, also saying whether the answer was already held.
-func (m *Manager) GetWithMeta(ctx context.Context, service string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, CacheMeta, error) {
+func (m *Manager) GetWithMeta(ctx context.Context, service, token string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, CacheMeta, error) {
 	if service == "" {
 		return nil, CacheMeta{}, ErrMissingService
 	}
@@ -243,7 +257,7 @@ func (m *Manager) GetWithMeta(ctx context.Context, service string, minIndex uint
 	blockUntil := start.Add(wait + rand.N(wait/16+1)) //nolint:gosec // jitter to spread timers, not a secret
 	firstUntil := start.Add(max(m.cfg.FirstFetchTimeout, time.Millisecond))
 	for waited := false; ; waited = true {
-		e, err := m.entry(service)
+		e, err := m.entry(leafKey{service: service, token: token})
 		if err != nil {
 			return nil, CacheMeta{}, err
 		}
@@ -297,18 +311,18 @@ func (m *Manager) GetWithMeta(ctx context.Context, service string, minIndex uint
 	}
 }
 
-// entry returns the service's entry, creating it (and its goroutine) on
-// first use, and records the use.
-func (m *Manager) entry(service string) (*entry, error) {
+// entry returns the entry of k, creating it (and its goroutine) on first
+// use, and records the use.
+func (m *Manager) entry(k leafKey) (*entry, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.stopped || !m.started {
 		return nil, ErrStopped
 	}
-	e, ok := m.entries[service]
+	e, ok := m.entries[k]
 	if !ok {
-		e = &entry{service: service, changed: make(chan struct{})}
-		m.entries[service] = e
+		e = &entry{service: k.service, token: k.token, changed: make(chan struct{})}
+		m.entries[k] = e
 		m.wg.Add(1)
 		go func() {
 			defer m.wg.Done()
@@ -329,7 +343,7 @@ func waitable(err error) bool {
 	return errors.Is(err, errNoRoots) || errors.Is(err, structs.ErrCANotInitialized)
 }
 
-// run keeps one service's certificate fresh until the manager stops or
+// run keeps one service's certificate (for one token) fresh until the manager stops or
 // the service goes unrequested for IdleTTL.
 func (m *Manager) run(e *entry) {
 	var (
@@ -401,7 +415,7 @@ func (m *Manager) fetch(e *entry) error {
 	defer cancel()
 	var reply structs.IssuedCert
 	err = structs.MethodConnectCASign.Call(ctx, m.cfg.RPC, &structs.CASignRequest{
-		CSR: csrPEM, WriteRequest: structs.WriteRequest{Datacenter: m.cfg.Datacenter, Token: m.token(e.service)},
+		CSR: csrPEM, WriteRequest: structs.WriteRequest{Datacenter: m.cfg.Datacenter, Token: m.token(e.token)},
 	}, &reply)
 	if err != nil {
 		m.setError(e, err)
@@ -491,7 +505,7 @@ func (m *Manager) removeIfIdle(e *entry) bool {
 	if m.cfg.Now().Before(e.lastUsed.Add(m.cfg.IdleTTL)) {
 		return false
 	}
-	delete(m.entries, e.service)
+	delete(m.entries, leafKey{service: e.service, token: e.token})
 	e.removed = true
 	close(e.changed)
 	e.changed = make(chan struct{})
@@ -554,11 +568,12 @@ func maxTime(a, b time.Time) time.Time {
 	return b
 }
 
-// token is the token of the signing requests for service ("" without
-// Config.Token).
-func (m *Manager) token(service string) string {
-	if m.cfg.Token == nil {
-		return ""
+// token is the token a leaf asked for with token is signed with: token
+// itself, else Config.Token's, read at each signing so that a changed
+// default token is used from the next renewal on.
+func (m *Manager) token(token string) string {
+	if token != "" || m.cfg.Token == nil {
+		return token
 	}
-	return m.cfg.Token(service)
+	return m.cfg.Token()
 }

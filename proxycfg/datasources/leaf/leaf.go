@@ -2,8 +2,11 @@
 // leaf certificate manager (agent/leafcert), on client agents and servers
 // alike: the manager already caches one certificate per service, renews it
 // before expiry and re-issues it on root rotation, and its blocking Get
-// wakes on every new certificate. Each distinct request runs one blocking
-// Get loop shared by every proxy asking for that service's leaf.
+// wakes on every new certificate. Each distinct request (service and
+// token) runs one blocking Get loop shared by every proxy asking for that
+// service's leaf with that token; the leaf is signed with the request's
+// token, so a proxy gets a certificate only if its own token may write the
+// service.
 package leaf
 
 import (
@@ -34,13 +37,14 @@ const DefaultWait = 10 * time.Minute
 // DefaultErrorPause is the pause after a failed Get (see Source.loop).
 const DefaultErrorPause = 20 * time.Millisecond
 
-// Getter is the leaf manager's blocking read (*leafcert.Manager): with
-// minIndex > 0 it returns once the service's certificate has a
+// Getter is the leaf manager's blocking read (*leafcert.Manager) of the
+// service's leaf signed with token: with minIndex > 0 it returns once the
+// certificate has a
 // ModifyIndex above minIndex, once a new attempt to get the service's
 // first certificate failed, or when wait elapses. It returns a copy the
 // caller owns.
 type Getter interface {
-	Get(ctx context.Context, service string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, error)
+	Get(ctx context.Context, service, token string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, error)
 }
 
 // Config holds what the source needs. Getter is required.
@@ -84,9 +88,9 @@ func (s *Source) Notify(ctx context.Context, req *proxycfg.LeafRequest, corr str
 	if req.Service == "" {
 		return fmt.Errorf("%w: no service", ErrInvalidRequest)
 	}
-	service := req.Service
+	service, token := req.Service, req.Token
 	return s.group.Subscribe(ctx, fanout.Key("leaf", req), "leaf:"+service, corr, ch, func() fanout.Runner {
-		return s.loop(service)
+		return s.loop(service, token)
 	})
 }
 
@@ -97,11 +101,11 @@ func (s *Source) Notify(ctx context.Context, req *proxycfg.LeafRequest, corr str
 // not at the end of a backoff. errorPause only keeps a Getter that fails
 // without blocking (one being stopped) from spinning; a certificate that
 // arrives during it is returned by the next Get at once.
-func (s *Source) loop(service string) fanout.Runner {
+func (s *Source) loop(service, token string) fanout.Runner {
 	return func(ctx context.Context, out fanout.Sink) {
 		var index uint64
 		for ctx.Err() == nil {
-			cert, err := s.cfg.Getter.Get(ctx, service, index, s.cfg.Wait)
+			cert, err := s.cfg.Getter.Get(ctx, service, token, index, s.cfg.Wait)
 			if ctx.Err() != nil {
 				return
 			}

@@ -72,7 +72,7 @@ func TestLeafFollowsTheLeafManager(t *testing.T) {
 // failingGetter fails every Get, counting them.
 type failingGetter struct{ calls chan struct{} }
 
-func (f failingGetter) Get(ctx context.Context, _ string, _ uint64, _ time.Duration) (*structs.IssuedCert, error) {
+func (f failingGetter) Get(ctx context.Context, _, _ string, _ uint64, _ time.Duration) (*structs.IssuedCert, error) {
 	select {
 	case f.calls <- struct{}{}:
 	default:

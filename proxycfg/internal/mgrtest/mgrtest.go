@@ -19,7 +19,7 @@ import (
 type StubLeaves struct{}
 
 // Get implements leaf.Getter.
-func (StubLeaves) Get(ctx context.Context, service string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, error) {
+func (StubLeaves) Get(ctx context.Context, service, _ string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, error) {
 	if minIndex > 0 {
 		t := time.NewTimer(wait)
 		defer t.Stop()
