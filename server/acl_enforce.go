@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/hashicorp/go-memdb"
 
@@ -204,4 +205,30 @@ func (s *Server) watchToken(ws memdb.WatchSet, st *state.Store, secret string) {
 	}
 	// An error leaves the query to wake on its own data only.
 	_, _, _ = st.ACLTokenGetBySecret(ws, secret)
+}
+
+// EnforceRead applies method's ACL rule to a read made outside the RPC
+// path: the server-local proxy configuration sources
+// (proxycfg/datasources/serverstate) read the store directly, and must
+// give a proxy's token what the RPC would. args' token is checked as serve
+// checks it (the error is Consul's denial), reply (method's reply type) is
+// filtered in place, and the token's row is added to ws, so that a
+// deleted or changed token re-runs the read. With ACLs off it does
+// nothing.
+func (s *Server) EnforceRead(ws memdb.WatchSet, method string, args, reply any) error {
+	if !s.cfg.ACLs.Enabled {
+		return nil
+	}
+	ep, ok := s.endpoints[method]
+	if !ok {
+		return fmt.Errorf("%w: %s", structs.ErrUnknownMethod, method)
+	}
+	s.watchToken(ws, s.fsm.State(), tokenOf(args))
+	e := enforcer{s: s}
+	authz, tok, err := e.before(context.Background(), ep.acl, args)
+	if err != nil {
+		return err
+	}
+	e.after(ep.acl, authz, tok, args, reply)
+	return nil
 }

@@ -11,7 +11,7 @@
 // Token: ""}: every xDS stream for a local proxy shares one state machine
 // whatever token it presents (the xDS server checks that token before it
 // watches), and data is fetched with the token the service was registered
-// with, as Consul does.
+// with (Config.DefaultToken's when it has none), as Consul does.
 //
 // Typical wiring:
 //
@@ -80,6 +80,11 @@ type Config struct {
 	NodeName string
 	State    State
 	Manager  Manager
+	// DefaultToken is the token of a proxy registered without one (the
+	// agent's default token, as Consul's proxies fall back to); nil means
+	// none. It is read at every sync, so a changed default token reaches
+	// such proxies by the next safety-net sync at the latest.
+	DefaultToken func() string
 	// ResyncInterval is the period of the safety-net sync
 	// (DefaultResyncInterval when zero).
 	ResyncInterval time.Duration
@@ -243,6 +248,9 @@ func (s *Source) syncOne(id string, svc *structs.NodeService) {
 		return
 	}
 	token := s.cfg.State.ServiceToken(id)
+	if token == "" && s.cfg.DefaultToken != nil {
+		token = s.cfg.DefaultToken()
+	}
 	if err := s.cfg.Manager.Register(s.ProxyID(id), svc, proxycfg.SourceLocal, token, true); err != nil {
 		if msg := err.Error(); s.failed[id] != msg {
 			s.failed[id] = msg
