@@ -48,6 +48,9 @@ type xdsSource struct {
 	// usually may not read what the configuration needs either, and the
 	// stream would wait forever for a first snapshot.
 	localService func(id string) *structs.NodeService
+	// wg counts the streams' recheck relays (see recheckIdle); stop
+	// waits for them once the streams ended.
+	wg sync.WaitGroup
 }
 
 // xdsAuthorizer is agent/authz.Checker as the xDS streams use it.
@@ -100,7 +103,57 @@ func (s *xdsSource) Watch(ctx context.Context, ref xds.ProxyRef) (<-chan *proxyc
 		}
 	}
 	// The one place a stream's identity becomes the manager's.
-	return s.watcher.Watch(ctx, proxycfg.ProxyID{Node: ref.Node, ServiceID: ref.ServiceID, Token: ref.Token})
+	ch, err := s.watcher.Watch(ctx, proxycfg.ProxyID{Node: ref.Node, ServiceID: ref.ServiceID, Token: ref.Token})
+	if err != nil || s.acl == nil {
+		return ch, err
+	}
+	return s.recheckIdle(ctx, ch), nil
+}
+
+// xdsIdleOffer is how often a stream whose configuration does not change
+// is offered its latest snapshot again, so that the Builder's check of
+// its token runs (at most every xdsACLRecheck) even then: a proxy whose
+// token is deleted gets no new snapshot at all (every read of its
+// configuration is refused), and would otherwise keep its stream. Consul
+// re-checks a stream's token on a timer too.
+const xdsIdleOffer = xdsACLRecheck / 2
+
+// recheckIdle relays in's snapshots, offering the latest again every
+// xdsIdleOffer. Its goroutine ends with ctx (the stream's), or when in
+// is closed, and then closes the returned channel.
+func (s *xdsSource) recheckIdle(ctx context.Context, in <-chan *proxycfg.ConfigSnapshot) <-chan *proxycfg.ConfigSnapshot {
+	out := make(chan *proxycfg.ConfigSnapshot, 1)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer close(out)
+		t := time.NewTicker(xdsIdleOffer)
+		defer t.Stop()
+		var last *proxycfg.ConfigSnapshot
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case snap, ok := <-in:
+				if !ok {
+					return
+				}
+				last = snap
+			case <-t.C:
+				if last == nil {
+					continue
+				}
+			}
+			// The latest wins, as the manager's own channels: a snapshot
+			// the stream has not taken yet is replaced.
+			select {
+			case <-out:
+			default:
+			}
+			out <- last
+		}
+	}()
+	return out
 }
 
 func (s *xdsSource) Builder(ref xds.ProxyRef) xds.Builder[*proxycfg.ConfigSnapshot] {
@@ -136,9 +189,10 @@ const xdsWriteBuffer = 8 << 10
 
 // xdsServing is the agent's gRPC listener for Envoy.
 type xdsServing struct {
-	ads  *xds.Server[*proxycfg.ConfigSnapshot]
-	grpc *grpc.Server
-	wg   sync.WaitGroup
+	ads    *xds.Server[*proxycfg.ConfigSnapshot]
+	source *xdsSource
+	grpc   *grpc.Server
+	wg     sync.WaitGroup
 }
 
 // startXDS serves ADS on every -grpc-port address and, with TLS, every
@@ -148,8 +202,9 @@ func (a *Agent) startXDS(watcher proxyWatcher) error {
 	if len(addrs) == 0 {
 		return nil
 	}
+	src := &xdsSource{watcher: watcher, acl: a.xdsACL(), localService: a.localProxy}
 	ads, err := xds.New(xds.Config[*proxycfg.ConfigSnapshot]{
-		Source:   &xdsSource{watcher: watcher, acl: a.xdsACL(), localService: a.localProxy},
+		Source:   src,
 		NodeName: a.rc.NodeName,
 		Logger:   a.logger.With("component", "xds"),
 	})
@@ -178,7 +233,7 @@ func (a *Agent) startXDS(watcher proxyWatcher) error {
 		grpc.InitialWindowSize(xdsReceiveWindow), grpc.InitialConnWindowSize(xdsReceiveWindow),
 		grpc.WriteBufferSize(xdsWriteBuffer),
 	)
-	x := &xdsServing{ads: ads, grpc: gs}
+	x := &xdsServing{ads: ads, source: src, grpc: gs}
 	for _, l := range addrs {
 		addr := l.addr
 		ln, err := listen(addr)
@@ -203,12 +258,13 @@ func (a *Agent) startXDS(watcher proxyWatcher) error {
 	return nil
 }
 
-// stop ends every ADS stream first (they never end on their own), then the
-// gRPC server.
+// stop ends every ADS stream first (they never end on their own, and
+// their ends stop their recheck relays), then the gRPC server.
 func (x *xdsServing) stop() {
 	x.ads.Stop()
 	x.grpc.GracefulStop()
 	x.wg.Wait()
+	x.source.wg.Wait()
 }
 
 // ProxyStatus reports a proxy's xDS streams for /v1/agent/proxy-status.
