@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -86,7 +87,8 @@ func keys[V any](m map[string]V) []string {
 // TestXDSUpstreamWithoutReadACL: a sidecar whose token may read one of
 // its upstreams but not the other gets a configuration with the first
 // upstream's endpoints and none of the second's: the denied reads leave
-// that upstream empty, they neither block the rest nor leak it.
+// that upstream empty, they neither block the rest nor leak it; once the
+// token's policy grants the read, the endpoints follow.
 func TestXDSUpstreamWithoutReadACL(t *testing.T) {
 	c, root, rc := aclAgent(t)
 	registerSidecar(t, c, "api", 9090, root.SecretID)
@@ -106,6 +108,17 @@ node_prefix "" { policy = "read" }`)
 	if n := v.EndpointCount("db."); n != 0 {
 		t.Fatalf("db's %d endpoints reached a proxy whose token may not read db", n)
 	}
+	// The token's policy is given read on db: its refused reads, retried,
+	// now succeed, and db's endpoints arrive on the same stream.
+	pol := &api.ACLPolicy{ID: tok.Policies[0].ID, Name: "web-api-only", Rules: `service "web" { policy = "write" }
+service "web-sidecar-proxy" { policy = "write" }
+service_prefix "api" { policy = "read" }
+service_prefix "db" { policy = "read" }
+node_prefix "" { policy = "read" }`}
+	if _, _, err := c.ACL().PolicyUpdate(pol, &api.WriteOptions{Token: root.SecretID}); err != nil {
+		t.Fatal(err)
+	}
+	awaitView(t, s, "db's endpoints once the token may read db", func(v adstest.View) bool { return v.EndpointCount("db.") == 1 })
 }
 
 // TestXDSRegistrationTokenReplacedACL: a sidecar re-registered with
@@ -162,4 +175,54 @@ node_prefix "" { policy = "read" }`)
 	awaitConfig(t, rc, "ingress", tok.SecretID, "the gateway's configuration", func(v adstest.View) bool {
 		return len(v.Listeners) == 1 && v.EndpointCount("api.") == 1 && len(v.Leaves()) > 0
 	})
+}
+
+// TestXDSGrantWakesFilteredReadACL: a read the token's rules filter
+// (api's instances, on a node the token may not read) is re-run when the
+// token's policy changes, not only when the data does: once node read is
+// granted, api's endpoints arrive with nothing else changing.
+func TestXDSGrantWakesFilteredReadACL(t *testing.T) {
+	c, root, rc := aclAgent(t)
+	registerSidecar(t, c, "api", 9090, root.SecretID)
+	waitConnect(t, c, root, "api", 1)
+	rules := `service "web" { policy = "write" }
+service "web-sidecar-proxy" { policy = "write" }
+service_prefix "" { policy = "read" }`
+	tok := tokenWith(t, c, root, "web-no-nodes", rules)
+	registerSidecar(t, c, "web", 8080, tok.SecretID, "api")
+	s, _ := awaitConfig(t, rc, "web-sidecar-proxy", tok.SecretID, "api's cluster without endpoints", func(v adstest.View) bool {
+		_, ok := v.Endpoints[firstPrefixed(v.Clusters, "api.")]
+		return ok && v.EndpointCount("api.") == 0 && len(v.Leaves()) > 0
+	})
+	pol := &api.ACLPolicy{ID: tok.Policies[0].ID, Name: "web-no-nodes", Rules: rules + "\nnode_prefix \"\" { policy = \"read\" }"}
+	if _, _, err := c.ACL().PolicyUpdate(pol, &api.WriteOptions{Token: root.SecretID}); err != nil {
+		t.Fatal(err)
+	}
+	awaitView(t, s, "api's endpoints once the token may read its node", func(v adstest.View) bool { return v.EndpointCount("api.") == 1 })
+}
+
+// firstPrefixed is a key of m that starts with prefix ("" if none).
+func firstPrefixed[V any](m map[string]V, prefix string) string {
+	for k := range m {
+		if strings.HasPrefix(k, prefix) {
+			return k
+		}
+	}
+	return ""
+}
+
+// waitConnect waits until the catalog has n Connect endpoints of service.
+func waitConnect(t *testing.T, c *api.Client, root *api.ACLToken, service string, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		e, _, err := c.Health().Connect(service, "", false, &api.QueryOptions{Token: root.SecretID})
+		if err == nil && len(e) == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %d Connect endpoints (%v), want %d", service, len(e), err, n)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

@@ -212,8 +212,10 @@ func (s *Server) watchToken(ws memdb.WatchSet, st *state.Store, secret string) {
 // (proxycfg/datasources/serverstate) read the store directly, and must
 // give a proxy's token what the RPC would. args' token is checked as serve
 // checks it (the error is Consul's denial), reply (method's reply type) is
-// filtered in place, and the token's row is added to ws, so that a
-// deleted or changed token re-runs the read. With ACLs off it does
+// filtered in place, and the token's row and those of its policies and
+// roles are added to ws, so that a deleted or changed token, or a changed
+// grant, re-runs the read: a proxy whose token is given read on an
+// upstream gets the upstream's endpoints at once. With ACLs off it does
 // nothing.
 func (s *Server) EnforceRead(ws memdb.WatchSet, method string, args, reply any) error {
 	if !s.cfg.ACLs.Enabled {
@@ -223,12 +225,34 @@ func (s *Server) EnforceRead(ws memdb.WatchSet, method string, args, reply any) 
 	if !ok {
 		return fmt.Errorf("%w: %s", structs.ErrUnknownMethod, method)
 	}
-	s.watchToken(ws, s.fsm.State(), tokenOf(args))
+	st := s.fsm.State()
+	s.watchToken(ws, st, tokenOf(args))
 	e := enforcer{s: s}
 	authz, tok, err := e.before(context.Background(), ep.acl, args)
 	if err != nil {
 		return err
 	}
+	watchGrants(ws, st, tok)
 	e.after(ep.acl, authz, tok, args, reply)
 	return nil
+}
+
+// watchGrants adds to ws the policies and roles tok links (nil: none).
+// Errors leave the read to wake on its data and its token only.
+func watchGrants(ws memdb.WatchSet, st *state.Store, tok *structs.ACLToken) {
+	if tok == nil {
+		return
+	}
+	for _, l := range tok.Policies {
+		_, _, _ = st.ACLPolicyGetByID(ws, l.ID)
+	}
+	for _, l := range tok.Roles {
+		_, r, _ := st.ACLRoleGetByID(ws, l.ID)
+		if r == nil {
+			continue
+		}
+		for _, pl := range r.Policies {
+			_, _, _ = st.ACLPolicyGetByID(ws, pl.ID)
+		}
+	}
 }
