@@ -84,7 +84,7 @@ func (a *Agent) startProxycfg() (_ *proxyConfig, err error) {
 		Manager:  p.manager,
 		// A proxy registered without a token reads its configuration
 		// with the default token, as Consul's do.
-		DefaultToken: a.tokens.UserToken,
+		Tokens: a.tokens,
 	})
 	if err != nil {
 		return nil, err

@@ -115,8 +115,10 @@ type Store struct {
 	logger *slog.Logger
 
 	mu sync.Mutex
-	// tokens is guarded by mu.
-	tokens map[Kind]entry
+	// tokens and changed are guarded by mu. changed is closed and
+	// replaced at every change of a token.
+	tokens  map[Kind]entry
+	changed chan struct{}
 }
 
 // persisted is the tokens file, in Consul's format.
@@ -137,7 +139,7 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{logger: cfg.Logger, tokens: make(map[Kind]entry)}
+	s := &Store{logger: cfg.Logger, tokens: make(map[Kind]entry), changed: make(chan struct{})}
 	s.SetConfigured(cfg.Configured)
 	if cfg.PersistDir == "" {
 		return s, nil
@@ -169,11 +171,27 @@ func New(cfg Config) (*Store, error) {
 	return s, nil
 }
 
+// Changed returns a channel closed at the next change of any token (a
+// Set, or a reload's SetConfigured): what a user of a token it keeps
+// (the local proxies' default token) waits on to read it again.
+func (s *Store) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.changed
+}
+
+// announceLocked wakes the waiters of Changed.
+func (s *Store) announceLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
 // SetConfigured replaces the tokens that came from the config (at start
 // and on reload); tokens set through the API stay.
 func (s *Store) SetConfigured(t Tokens) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.announceLocked()
 	for k, v := range map[Kind]string{
 		KindDefault: t.Default, KindAgent: t.Agent, KindAgentRecovery: t.AgentRecovery,
 		KindReplication: t.Replication, KindConfigFileServiceRegistration: t.ConfigFileServiceRegistration,
@@ -206,6 +224,7 @@ func (s *Store) Set(kind Kind, value string) error {
 		}
 	}
 	s.tokens = next
+	s.announceLocked()
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	agentlocal "github.com/trellis-mesh/trellis/agent/local"
+	"github.com/trellis-mesh/trellis/agent/token"
 	"github.com/trellis-mesh/trellis/proxycfg/internal/dstest"
 	"github.com/trellis-mesh/trellis/proxycfg/internal/mgrtest"
 	"github.com/trellis-mesh/trellis/state"
@@ -37,7 +38,7 @@ func (l *tokenLeaves) token(service string) string {
 // TestLocalProxyToken: a local proxy's watches run with the token its
 // service was registered with; a new registration token restarts them
 // with the new one; a proxy registered without a token uses the default
-// token.
+// token, and follows it when it changes.
 func TestLocalProxyToken(t *testing.T) {
 	store := state.NewStore()
 	mgrtest.SeedCA(t, store, 1)
@@ -47,8 +48,12 @@ func TestLocalProxyToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src, err := New(Config{NodeName: "n1", State: st, Manager: m, ResyncInterval: time.Hour,
-		DefaultToken: func() string { return "default-token" }})
+	tokens, err := token.New(token.Config{Configured: token.Tokens{Default: "default-token"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No periodic resync: the token store's change must do it.
+	src, err := New(Config{NodeName: "n1", State: st, Manager: m, ResyncInterval: time.Hour, Tokens: tokens})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -69,5 +74,14 @@ func TestLocalProxyToken(t *testing.T) {
 			t.Fatal(err)
 		}
 		dstest.WaitFor(t, tc.service+"'s leaf asked with "+tc.want, func() bool { return leaves.token(tc.service) == tc.want })
+	}
+	// A new default token: the proxy without a token of its own follows
+	// it, the others keep theirs.
+	if err := tokens.Set(token.KindDefault, "new-default"); err != nil {
+		t.Fatal(err)
+	}
+	dstest.WaitFor(t, "api's leaf asked with the new default token", func() bool { return leaves.token("api") == "new-default" })
+	if got := leaves.token("web"); got != "reg-b" {
+		t.Fatalf("web's leaf asked with %q, want its registration token", got)
 	}
 }
