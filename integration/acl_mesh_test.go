@@ -3,6 +3,7 @@ package integration
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,22 +90,44 @@ node_prefix "" { policy = "read" }`}, nil)
 		return err
 	})
 
-	s, err := adstest.Open(adstest.Config{Addr: client.GRPCAddr(), ProxyID: "web-sidecar-proxy", Token: web.SecretID})
-	if err != nil {
-		t.Fatal(err)
+	// The client agent serves its own proxy (local source, reads by RPC
+	// with the token); the server serves it too for a stream naming the
+	// client's node (catalog source, reads of its own store under the
+	// same rules).
+	complete := func(v adstest.View) bool {
+		api := false
+		for name := range v.Clusters {
+			api = api || strings.HasPrefix(name, "api.")
+		}
+		return len(v.Listeners) == 2 && api && v.EndpointCount("api.") == 1 && len(v.Leaves()) > 0
 	}
-	defer s.Close()
-	actx, acancel := context.WithTimeout(ctx, 30*time.Second)
-	defer acancel()
-	v, err := s.Await(actx, func(v adstest.View) bool {
-		return len(v.Listeners) == 2 && v.EndpointCount("api.") == 1 && len(v.Leaves()) > 0
-	})
-	if err != nil {
-		t.Fatalf("web's configuration with its token: %v (listeners %d, clusters %d, api endpoints %d, leaves %d)",
-			err, len(v.Listeners), len(v.Clusters), v.EndpointCount("api."), len(v.Leaves()))
+	var s *adstest.Stream
+	for _, tc := range []struct {
+		name     string
+		addr     string
+		nodeName string
+	}{
+		{"on the client agent", client.GRPCAddr(), ""},
+		{"on the server", c.Servers()[0].GRPCAddr(), client.Node()},
+	} {
+		st, err := adstest.Open(adstest.Config{Addr: tc.addr, ProxyID: "web-sidecar-proxy", NodeName: tc.nodeName, Token: web.SecretID})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer st.Close()
+		actx, acancel := context.WithTimeout(ctx, 30*time.Second)
+		v, err := st.Await(actx, complete)
+		acancel()
+		if err != nil {
+			t.Fatalf("web's configuration %s with its token: %v (listeners %d, clusters %d, api endpoints %d, leaves %d)",
+				tc.name, err, len(v.Listeners), len(v.Clusters), v.EndpointCount("api."), len(v.Leaves()))
+		}
+		t.Logf("web-sidecar-proxy %s: %d listeners, %d clusters, api endpoints %d, %d leaves",
+			tc.name, len(v.Listeners), len(v.Clusters), v.EndpointCount("api."), len(v.Leaves()))
+		if s == nil {
+			s = st
+		}
 	}
-	t.Logf("web-sidecar-proxy: %d listeners, %d clusters, api endpoints %d, %d leaves",
-		len(v.Listeners), len(v.Clusters), v.EndpointCount("api."), len(v.Leaves()))
 
 	// The token is deleted: the stream ends within the agent's recheck
 	// period (30 s) and the half of it between offers, with Consul's code

@@ -26,6 +26,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 )
 
 // Config says which proxy the stream is for.
@@ -34,6 +35,10 @@ type Config struct {
 	Addr string
 	// ProxyID is the Envoy node ID: the proxy's service ID.
 	ProxyID string
+	// NodeName, when set, is sent as the node_name metadata: the node
+	// the proxy is registered on, for a server serving a proxy of
+	// another agent.
+	NodeName string
 	// Token is sent as x-consul-token metadata when not empty, as Envoy
 	// sends the one of its bootstrap.
 	Token string
@@ -128,8 +133,12 @@ func Open(cfg Config) (*Stream, error) {
 		Clusters:  map[string]*clusterv3.Cluster{},
 		Endpoints: map[string]*endpointv3.ClusterLoadAssignment{},
 	}}
+	node := &corev3.Node{Id: cfg.ProxyID}
+	if cfg.NodeName != "" {
+		node.Metadata, _ = structpb.NewStruct(map[string]any{"node_name": cfg.NodeName})
+	}
 	first := []*discoveryv3.DeltaDiscoveryRequest{
-		{Node: &corev3.Node{Id: cfg.ProxyID}, TypeUrl: resource.ClusterType},
+		{Node: node, TypeUrl: resource.ClusterType},
 		{TypeUrl: resource.ListenerType},
 	}
 	for _, r := range first {
