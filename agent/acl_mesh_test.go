@@ -226,3 +226,42 @@ func waitConnect(t *testing.T, c *api.Client, root *api.ACLToken, service string
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestXDSTerminatingGatewayACL: a terminating gateway presents each
+// linked service's leaf, signed with the gateway's token, so Consul's
+// rule holds: a linked service the token may write is served (its
+// cluster, its endpoints, its leaf); one it may only read is left out, as
+// Consul leaves out a service whose leaf it lacks, and the rest is served
+// all the same.
+func TestXDSTerminatingGatewayACL(t *testing.T) {
+	c, root, rc := aclAgent(t)
+	w := &api.WriteOptions{Token: root.SecretID}
+	for _, name := range []string{"legacy", "old"} {
+		if _, err := c.Catalog().Register(&api.CatalogRegistration{Node: "external-" + name, Address: "203.0.113.20",
+			Service: &api.AgentService{ID: name, Service: name, Port: 80}}, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entry := &api.TerminatingGatewayConfigEntry{Kind: api.TerminatingGateway, Name: "term",
+		Services: []api.LinkedService{{Name: "legacy"}, {Name: "old"}}}
+	if _, _, err := c.ConfigEntries().Set(entry, w); err != nil {
+		t.Fatal(err)
+	}
+	tok := tokenWith(t, c, root, "term", `service "term" { policy = "write" }
+service "legacy" { policy = "write" }
+service_prefix "" { policy = "read" }
+node_prefix "" { policy = "read" }`)
+	reg := &api.AgentServiceRegistration{Kind: api.ServiceKindTerminatingGateway, Name: "term", Port: 8443}
+	if err := c.Agent().ServiceRegisterOpts(reg, api.ServiceRegisterOpts{Token: tok.SecretID}); err != nil {
+		t.Fatal(err)
+	}
+	s, _ := awaitConfig(t, rc, "term", tok.SecretID, "legacy served by the gateway", func(v adstest.View) bool {
+		return len(v.Listeners) == 1 && v.EndpointCount("legacy.") == 1 && len(v.Leaves()) == 1
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	v, _ := s.Await(ctx, func(v adstest.View) bool { return firstPrefixed(v.Clusters, "old.") != "" || len(v.Leaves()) > 1 })
+	if name := firstPrefixed(v.Clusters, "old."); name != "" || len(v.Leaves()) != 1 {
+		t.Fatalf("a service the token may not write is served: cluster %q, %d leaves", name, len(v.Leaves()))
+	}
+}
