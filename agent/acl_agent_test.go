@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/trellis-mesh/trellis/agent/config"
+	"github.com/trellis-mesh/trellis/internal/adstest"
 )
 
 // aclAgent is a -dev agent with ACLs on and default deny, bootstrapped:
@@ -221,17 +222,15 @@ func TestBlockingQueryTokenDeletedACL(t *testing.T) {
 // stream is served.
 func TestXDSStreamACL(t *testing.T) {
 	c, root, rc := aclAgent(t)
-	if err := c.Agent().ServiceRegisterOpts(&api.AgentServiceRegistration{Name: "web", Port: 8080,
-		Connect: &api.AgentServiceConnect{SidecarService: &api.AgentServiceRegistration{}}}, api.ServiceRegisterOpts{Token: root.SecretID}); err != nil {
-		t.Fatal(err)
-	}
 	weak := tokenWith(t, c, root, "weak", `service "web" { policy = "read" }`)
-	// What the proxy's configuration reads with the stream's token too:
-	// every service's endpoints, intentions, the mesh config entry.
-	strong := tokenWith(t, c, root, "strong", `service "web" { policy = "write" }
-service_prefix "" { policy = "read" intentions = "read" }
-node_prefix "" { policy = "read" }
-mesh = "read"`)
+	// What Consul documents a sidecar's token needs (the rules of a
+	// service identity): write on the service and its proxy, read on
+	// every service and node. Intentions, config entries, discovery
+	// chains and the leaf are all read with it, the token the sidecar is
+	// registered with.
+	strong := tokenWith(t, c, root, "strong", proxyRules("web"))
+	registerSidecar(t, c, "web", 8080, strong.SecretID, "api")
+	registerSidecar(t, c, "api", 9090, root.SecretID)
 	addrs := rc.GRPCListenAddrs()
 	conn, err := grpc.NewClient(addrs[0], grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -260,14 +259,12 @@ mesh = "read"`)
 	if _, err := stream("no-such-token", 30*time.Second); status.Code(err) != codes.Unauthenticated {
 		t.Fatalf("unknown token: %v", err)
 	}
-	// The stream the token may have is not refused. Its first response is
-	// not awaited: with ACLs on, the agent's leaf certificates are still
-	// requested without a token (see the leaf endpoint above), so the
-	// proxy's configuration never completes.
-	_, err = stream(strong.SecretID, 3*time.Second)
-	if c := status.Code(err); c == codes.PermissionDenied || c == codes.Unauthenticated {
-		t.Fatalf("strong token refused: %v", err)
-	}
+	// The token the stream may have gets the proxy's whole configuration:
+	// its public listener and the upstream's, the upstream's cluster and
+	// endpoints, and the leaf.
+	awaitConfig(t, rc, "web-sidecar-proxy", strong.SecretID, "a complete configuration", func(v adstest.View) bool {
+		return len(v.Listeners) == 2 && v.EndpointCount("api.") == 1 && len(v.Leaves()) > 0
+	})
 }
 
 // TestDNSACL: DNS answers only what the agent's token (anonymous here)
@@ -327,12 +324,12 @@ node_prefix "" { policy = "read" }`}, w)
 	}
 }
 
-// TestLeafSignedWithRegistrationTokenACL: with default deny and an agent
-// without a token of its own, a service's leaf is signed with the token it
-// was registered with, as Consul's are, so that a caller allowed to write
-// the service gets its certificate; a caller without service:write does
-// not.
-func TestLeafSignedWithRegistrationTokenACL(t *testing.T) {
+// TestLeafSignedWithCallerTokenACL: with default deny and an agent
+// without a token of its own, a service's leaf is signed with the
+// caller's token, as Consul's agent signs it, so that a caller allowed to
+// write the service gets its certificate; a caller without service:write
+// does not.
+func TestLeafSignedWithCallerTokenACL(t *testing.T) {
 	c, root, _ := aclAgent(t)
 	web := tokenWith(t, c, root, "web-writer", `service "web" { policy = "write" }`)
 	reg := &api.AgentServiceRegistration{Name: "web", Port: 8080}

@@ -22,7 +22,9 @@ func (a *Agent) startConnect() (*leafcert.Manager, error) {
 		RPC:        a,
 		Datacenter: a.rc.Datacenter,
 		Logger:     a.logger.With("component", "leafcert"),
-		Token:      a.leafToken,
+		// A leaf asked for without a token is signed with the default
+		// token, as Consul's agent answers requests that carry none.
+		Token: a.tokens.UserToken,
 		// Zero in leafcert means its default; a negative value, at once.
 		RootChangeJitter: a.rootChangeJitter,
 	})
@@ -43,24 +45,12 @@ func (a *Agent) connectHTTPConfig(leaf *leafcert.Manager) (httpapi.LeafCerts, ht
 	return lc, intentionAuthorizer{rpc: a, dc: a.rc.Datacenter}
 }
 
-// leafToken is the token a leaf for service is signed with: the token of
-// a local registration of the service or of a proxy for it, as Consul signs
-// with the registration's token, else the agent token.
-func (a *Agent) leafToken(service string) string {
-	if a.local != nil {
-		if t := a.local.state.RegistrationToken(service); t != "" {
-			return t
-		}
-	}
-	return a.tokens.AgentToken()
-}
-
 // httpLeafCerts gives the HTTP API the leaf manager's answers with its
 // cache metadata in the API's own type.
 type httpLeafCerts struct{ m *leafcert.Manager }
 
-func (h httpLeafCerts) GetWithMeta(ctx context.Context, service string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, httpapi.LeafMeta, error) {
-	cert, meta, err := h.m.GetWithMeta(ctx, service, minIndex, wait)
+func (h httpLeafCerts) GetWithMeta(ctx context.Context, service, token string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, httpapi.LeafMeta, error) {
+	cert, meta, err := h.m.GetWithMeta(ctx, service, token, minIndex, wait)
 	return cert, httpapi.LeafMeta{Hit: meta.Hit, Age: meta.Age}, err
 }
 

@@ -53,6 +53,9 @@ func (a *Agent) startProxycfg() (_ *proxyConfig, err error) {
 			Store:                  a.server.StateStore,
 			Datacenter:             rc.Datacenter,
 			DefaultIntentionPolicy: rc.IntentionDefaultPolicy,
+			// The store is read directly, so the server applies its RPC
+			// methods' ACL rules to each read with the proxy's token.
+			ACL: a.server,
 		})
 		if err != nil {
 			return nil, err
@@ -79,6 +82,9 @@ func (a *Agent) startProxycfg() (_ *proxyConfig, err error) {
 		NodeName: rc.NodeName,
 		State:    a.local.state,
 		Manager:  p.manager,
+		// A proxy registered without a token reads its configuration
+		// with the default token, as Consul's do.
+		Tokens: a.tokens,
 	})
 	if err != nil {
 		return nil, err

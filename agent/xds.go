@@ -61,7 +61,9 @@ type xdsSource struct {
 	// nativeStreams numbers the proxyless streams, so each gets its own
 	// proxy.
 	nativeStreams atomic.Uint64
-	// wg tracks the goroutines of proxyless streams' watches.
+	// wg tracks the goroutines of proxyless streams' watches and the
+	// streams' recheck relays (see recheckIdle); stop waits for them once
+	// the streams ended.
 	wg sync.WaitGroup
 }
 
@@ -118,7 +120,57 @@ func (s *xdsSource) Watch(ctx context.Context, ref xds.ProxyRef) (<-chan *proxyc
 		}
 	}
 	// The one place a stream's identity becomes the manager's.
-	return s.watcher.Watch(ctx, proxycfg.ProxyID{Node: ref.Node, ServiceID: ref.ServiceID, Token: ref.Token})
+	ch, err := s.watcher.Watch(ctx, proxycfg.ProxyID{Node: ref.Node, ServiceID: ref.ServiceID, Token: ref.Token})
+	if err != nil || s.acl == nil {
+		return ch, err
+	}
+	return s.recheckIdle(ctx, ch), nil
+}
+
+// xdsIdleOffer is how often a stream whose configuration does not change
+// is offered its latest snapshot again, so that the Builder's check of
+// its token runs (at most every xdsACLRecheck) even then: a proxy whose
+// token is deleted gets no new snapshot at all (every read of its
+// configuration is refused), and would otherwise keep its stream. Consul
+// re-checks a stream's token on a timer too.
+const xdsIdleOffer = xdsACLRecheck / 2
+
+// recheckIdle relays in's snapshots, offering the latest again every
+// xdsIdleOffer. Its goroutine ends with ctx (the stream's), or when in
+// is closed, and then closes the returned channel.
+func (s *xdsSource) recheckIdle(ctx context.Context, in <-chan *proxycfg.ConfigSnapshot) <-chan *proxycfg.ConfigSnapshot {
+	out := make(chan *proxycfg.ConfigSnapshot, 1)
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		defer close(out)
+		t := time.NewTicker(xdsIdleOffer)
+		defer t.Stop()
+		var last *proxycfg.ConfigSnapshot
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case snap, ok := <-in:
+				if !ok {
+					return
+				}
+				last = snap
+			case <-t.C:
+				if last == nil {
+					continue
+				}
+			}
+			// The latest wins, as the manager's own channels: a snapshot
+			// the stream has not taken yet is replaced.
+			select {
+			case <-out:
+			default:
+			}
+			out <- last
+		}
+	}()
+	return out
 }
 
 func (s *xdsSource) Builder(ref xds.ProxyRef) xds.Builder[*proxycfg.ConfigSnapshot] {
@@ -241,8 +293,8 @@ func (a *Agent) startXDS(watcher proxyWatcher, native *proxycfg.Manager) error {
 	return nil
 }
 
-// stop ends every ADS stream first (they never end on their own), then the
-// gRPC server.
+// stop ends every ADS stream first (they never end on their own, and
+// their ends stop their recheck relays), then the gRPC server.
 func (x *xdsServing) stop() {
 	x.ads.Stop()
 	x.grpc.GracefulStop()

@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/hashicorp/go-memdb"
 
@@ -204,4 +205,54 @@ func (s *Server) watchToken(ws memdb.WatchSet, st *state.Store, secret string) {
 	}
 	// An error leaves the query to wake on its own data only.
 	_, _, _ = st.ACLTokenGetBySecret(ws, secret)
+}
+
+// EnforceRead applies method's ACL rule to a read made outside the RPC
+// path: the server-local proxy configuration sources
+// (proxycfg/datasources/serverstate) read the store directly, and must
+// give a proxy's token what the RPC would. args' token is checked as serve
+// checks it (the error is Consul's denial), reply (method's reply type) is
+// filtered in place, and the token's row and those of its policies and
+// roles are added to ws, so that a deleted or changed token, or a changed
+// grant, re-runs the read: a proxy whose token is given read on an
+// upstream gets the upstream's endpoints at once. With ACLs off it does
+// nothing.
+func (s *Server) EnforceRead(ws memdb.WatchSet, method string, args, reply any) error {
+	if !s.cfg.ACLs.Enabled {
+		return nil
+	}
+	ep, ok := s.endpoints[method]
+	if !ok {
+		return fmt.Errorf("%w: %s", structs.ErrUnknownMethod, method)
+	}
+	st := s.fsm.State()
+	s.watchToken(ws, st, tokenOf(args))
+	e := enforcer{s: s}
+	authz, tok, err := e.before(context.Background(), ep.acl, args)
+	if err != nil {
+		return err
+	}
+	watchGrants(ws, st, tok)
+	e.after(ep.acl, authz, tok, args, reply)
+	return nil
+}
+
+// watchGrants adds to ws the policies and roles tok links (nil: none).
+// Errors leave the read to wake on its data and its token only.
+func watchGrants(ws memdb.WatchSet, st *state.Store, tok *structs.ACLToken) {
+	if tok == nil {
+		return
+	}
+	for _, l := range tok.Policies {
+		_, _, _ = st.ACLPolicyGetByID(ws, l.ID)
+	}
+	for _, l := range tok.Roles {
+		_, r, _ := st.ACLRoleGetByID(ws, l.ID)
+		if r == nil {
+			continue
+		}
+		for _, pl := range r.Policies {
+			_, _, _ = st.ACLPolicyGetByID(ws, pl.ID)
+		}
+	}
 }

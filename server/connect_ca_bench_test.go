@@ -121,7 +121,7 @@ func BenchmarkConnectCARotation1000(b *testing.B) {
 			}
 			index := make([]uint64, services)
 			parallel(b, services, 32, func(i int) error {
-				c, err := m.Get(context.Background(), names[i], 0, 0)
+				c, err := m.Get(context.Background(), names[i], "", 0, 0)
 				if err == nil {
 					index[i] = c.ModifyIndex
 				}
@@ -143,7 +143,7 @@ func BenchmarkConnectCARotation1000(b *testing.B) {
 				// Each blocking Get returns when its service holds a leaf
 				// of the new root.
 				parallel(b, services, services, func(i int) error {
-					c, err := m.Get(context.Background(), names[i], index[i], 10*time.Minute)
+					c, err := m.Get(context.Background(), names[i], "", index[i], 10*time.Minute)
 					if err != nil {
 						return err
 					}

@@ -52,8 +52,8 @@ func connectHTTP(t testing.TB, s *Server) (*api.Client, *leafcert.Manager) {
 // httpLeaves serves the HTTP API from the leaf manager, as the agent does.
 type httpLeaves struct{ m *leafcert.Manager }
 
-func (h httpLeaves) GetWithMeta(ctx context.Context, service string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, httpapi.LeafMeta, error) {
-	cert, meta, err := h.m.GetWithMeta(ctx, service, minIndex, wait)
+func (h httpLeaves) GetWithMeta(ctx context.Context, service, token string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, httpapi.LeafMeta, error) {
+	cert, meta, err := h.m.GetWithMeta(ctx, service, token, minIndex, wait)
 	return cert, httpapi.LeafMeta{Hit: meta.Hit, Age: meta.Age}, err
 }
 

@@ -50,7 +50,7 @@ var (
 // Leaves hands out the leaf certificate of a service, blocking while its
 // ModifyIndex is not past minIndex (agent/leafcert.Manager.Get).
 type Leaves interface {
-	Get(ctx context.Context, service string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, error)
+	Get(ctx context.Context, service, token string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, error)
 }
 
 // Roots gives the CA roots last seen and a channel closed when they next
@@ -63,6 +63,9 @@ type Roots interface {
 type Services interface {
 	Service(id string) *structs.NodeService
 	Services() map[string]*structs.NodeService
+	// ServiceToken is the ACL token the service was registered with ("":
+	// none), which its leaf is signed with.
+	ServiceToken(id string) string
 }
 
 // ServiceChanges tells which local services changed (agent/local.State):
@@ -383,7 +386,7 @@ func (w *Writer) followLeaf(ctx context.Context, s *service) {
 		backoff time.Duration
 	)
 	for ctx.Err() == nil {
-		cert, err := w.cfg.Leaves.Get(ctx, s.name, index, w.cfg.LeafWait)
+		cert, err := w.cfg.Leaves.Get(ctx, s.name, w.cfg.Services.ServiceToken(s.id), index, w.cfg.LeafWait)
 		if err == nil && cert.ModifyIndex > index {
 			err = w.writeLeaf(s, cert)
 			if err == nil {

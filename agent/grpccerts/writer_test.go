@@ -3,6 +3,7 @@ package grpccerts
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -64,7 +65,14 @@ func (f *fakeCA) rotate(id string) {
 	f.bumpLocked()
 }
 
-func (f *fakeCA) Get(ctx context.Context, service string, minIndex uint64, _ time.Duration) (*structs.IssuedCert, error) {
+// errWrongToken is fakeCA's answer to a leaf asked for with another token
+// than the service's registration token (register's "tok-<name>").
+var errWrongToken = errors.New("leaf asked for with the wrong token")
+
+func (f *fakeCA) Get(ctx context.Context, service, token string, minIndex uint64, _ time.Duration) (*structs.IssuedCert, error) {
+	if token != "tok-"+service {
+		return nil, fmt.Errorf("%w: %q for %s", errWrongToken, token, service)
+	}
 	for {
 		f.mu.Lock()
 		c, ch := f.leaves[service], f.changed
@@ -102,7 +110,7 @@ func register(t *testing.T, st *local.State, id, name string, native bool) {
 	if native {
 		def.Connect = &structs.ServiceDefinitionConnect{Native: true}
 	}
-	if _, err := st.RegisterService(def, "", false); err != nil {
+	if _, err := st.RegisterService(def, "tok-"+name, false); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -20,10 +20,12 @@ import (
 // and /v1/agent/connect/authorize.
 
 // LeafCerts serves this agent's leaf certificates (agent/leafcert's
-// Manager, through the agent). GetWithMeta blocks while minIndex is not
-// passed (see the manager) and says whether the answer was already held.
+// Manager, through the agent). GetWithMeta answers the leaf signed with
+// the caller's token (each token has its own, as in Consul's agent cache),
+// blocks while minIndex is not passed (see the manager) and says whether
+// the answer was already held.
 type LeafCerts interface {
-	GetWithMeta(ctx context.Context, service string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, LeafMeta, error)
+	GetWithMeta(ctx context.Context, service, token string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, LeafMeta, error)
 }
 
 // LeafMeta is how a leaf was answered, for the X-Cache and Age headers
@@ -158,7 +160,7 @@ func (s *Server) agentConnectCALeaf(w http.ResponseWriter, r *http.Request) (any
 	if s.leafCerts == nil {
 		return nil, errLeafUnavailable
 	}
-	cert, meta, err := s.leafCerts.GetWithMeta(r.Context(), service, q.MinQueryIndex, q.MaxQueryTime)
+	cert, meta, err := s.leafCerts.GetWithMeta(r.Context(), service, q.Token, q.MinQueryIndex, q.MaxQueryTime)
 	if err != nil {
 		return nil, err
 	}

@@ -25,7 +25,7 @@ type fakeLeafCerts struct {
 	meta     LeafMeta
 }
 
-func (f *fakeLeafCerts) GetWithMeta(_ context.Context, service string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, LeafMeta, error) {
+func (f *fakeLeafCerts) GetWithMeta(_ context.Context, service, _ string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, LeafMeta, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.service, f.minIndex, f.wait = service, minIndex, wait

@@ -35,6 +35,10 @@ type fakeCA struct {
 	signs     int
 	rateLimit int
 	failWith  error
+	// tokens records the token of every Sign; refuse lists tokens whose
+	// Signs are denied, as the servers deny a token without service:write.
+	tokens []string
+	refuse map[string]bool
 }
 
 func newFakeCA(t testing.TB, ready bool) *fakeCA {
@@ -119,6 +123,11 @@ func (f *fakeCA) RPC(ctx context.Context, method string, args, reply any) error 
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		f.signs++
+		tok := args.(*structs.CASignRequest).Token
+		f.tokens = append(f.tokens, tok)
+		if f.refuse[tok] {
+			return structs.ErrPermissionDenied
+		}
 		if f.failWith != nil {
 			return f.failWith
 		}

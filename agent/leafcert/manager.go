@@ -2,10 +2,13 @@
 // Connect leaf certificate per service, signed by the servers' CA, and keeps
 // it fresh.
 //
-// For each service asked for, the manager makes a private key and a CSR for
-// the service's SPIFFE identity, has a server sign it (ConnectCA.Sign), and
-// caches the result: every request for that service gets the same
-// certificate until it is renewed. A certificate is renewed at a random
+// For each service and ACL token asked for, the manager makes a private key
+// and a CSR for the service's SPIFFE identity, has a server sign it
+// (ConnectCA.Sign) with that token, and caches the result: every request for
+// that service with that token gets the same certificate until it is
+// renewed. The token is part of the cache key, as in Consul's agent cache,
+// so that a token the servers would refuse never gets a certificate signed
+// for another. A certificate is renewed at a random
 // point between 60 % and 90 % of its lifetime, and, when the CA's active
 // root changes (the manager watches the roots with a blocking query), after
 // a random delay within RootChangeJitter, so that a rotation does not send
@@ -13,8 +16,8 @@
 // soon as the certificate changes. Services not asked for during IdleTTL
 // are dropped.
 //
-// The manager owns one goroutine watching the roots. A cached service
-// holds a runtime timer, not a goroutine: its next signing (or idle
+// The manager owns one goroutine watching the roots. A cached leaf (one per
+// service and token) holds a runtime timer, not a goroutine: its next signing (or idle
 // check) runs in the goroutine the runtime starts when the timer fires,
 // so an agent with thousands of sidecars keeps no stack per leaf. Stop
 // ends and waits for all of them.
@@ -94,10 +97,10 @@ type Config struct {
 	Datacenter string
 	// Logger defaults to discarding.
 	Logger *slog.Logger
-	// Token gives the ACL token sent with the signing request of a
-	// service's leaf (the service's registration token, else the agent's);
-	// nil sends none.
-	Token func(service string) string
+	// Token gives the ACL token of a request that carries none (the
+	// agent's default token, as Consul's agent uses for requests without
+	// one); nil sends none.
+	Token func() string
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 
@@ -132,12 +135,20 @@ type Manager struct {
 	// rootsUpdated is closed and replaced whenever the roots answer moves
 	// to a new index (any root added, removed or changed), for WatchRoots.
 	rootsUpdated chan struct{}
-	entries      map[string]*entry
+	entries      map[leafKey]*entry
 }
 
-// entry is one service's leaf. Its fields are guarded by Manager.mu.
+// leafKey names one cached leaf: a service's, signed with one token.
+type leafKey struct {
+	service string
+	token   string
+}
+
+// entry is one service's leaf for one token. Its fields are guarded by
+// Manager.mu.
 type entry struct {
 	service string
+	token   string
 	cert    *structs.IssuedCert
 	// signer is the colon-hex AuthorityKeyId of cert: which root's key
 	// signed it, compared with the active root's SigningKeyID.
@@ -202,7 +213,7 @@ func New(cfg Config) (*Manager, error) {
 		cancel:       cancel,
 		rootsChanged: make(chan struct{}),
 		rootsUpdated: make(chan struct{}),
-		entries:      make(map[string]*entry),
+		entries:      make(map[leafKey]*entry),
 	}, nil
 }
 
@@ -234,7 +245,10 @@ func (m *Manager) Stop() {
 	m.wg.Wait()
 }
 
-// Get returns the service's leaf certificate, with its private key. With
+// Get returns the service's leaf certificate, with its private key, as
+// signed with token ("" uses Config.Token): each token has a certificate
+// of its own, so a token that may not write the service gets the servers'
+// denial, never another token's certificate. With
 // minIndex > 0 it blocks until the certificate's ModifyIndex passes
 // minIndex or wait elapses (0 means 5 minutes, at most 10), then returns
 // the current one. The first request for a service waits for the first
@@ -242,8 +256,8 @@ func (m *Manager) Stop() {
 // while the service has no certificate, a request with minIndex > 0 that
 // finds such a failure waits for the next attempt and returns its
 // outcome. The returned value is the caller's copy.
-func (m *Manager) Get(ctx context.Context, service string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, error) {
-	cert, _, err := m.GetWithMeta(ctx, service, minIndex, wait)
+func (m *Manager) Get(ctx context.Context, service, token string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, error) {
+	cert, _, err := m.GetWithMeta(ctx, service, token, minIndex, wait)
 	return cert, err
 }
 
@@ -256,7 +270,7 @@ type CacheMeta struct {
 }
 
 // GetWithMeta is Get, also saying whether the answer was already held.
-func (m *Manager) GetWithMeta(ctx context.Context, service string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, CacheMeta, error) {
+func (m *Manager) GetWithMeta(ctx context.Context, service, token string, minIndex uint64, wait time.Duration) (*structs.IssuedCert, CacheMeta, error) {
 	if service == "" {
 		return nil, CacheMeta{}, ErrMissingService
 	}
@@ -268,7 +282,7 @@ func (m *Manager) GetWithMeta(ctx context.Context, service string, minIndex uint
 	blockUntil := start.Add(wait + rand.N(wait/16+1)) //nolint:gosec // jitter to spread timers, not a secret
 	firstUntil := start.Add(max(m.cfg.FirstFetchTimeout, time.Millisecond))
 	for waited := false; ; waited = true {
-		e, err := m.entry(service)
+		e, err := m.entry(leafKey{service: service, token: token})
 		if err != nil {
 			return nil, CacheMeta{}, err
 		}
@@ -322,18 +336,18 @@ func (m *Manager) GetWithMeta(ctx context.Context, service string, minIndex uint
 	}
 }
 
-// entry returns the service's entry, creating it (and scheduling its first
+// entry returns the entry of k, creating it (and scheduling its first
 // signing) on first use, and records the use.
-func (m *Manager) entry(service string) (*entry, error) {
+func (m *Manager) entry(k leafKey) (*entry, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.stopped || !m.started {
 		return nil, ErrStopped
 	}
-	e, ok := m.entries[service]
+	e, ok := m.entries[k]
 	if !ok {
-		e = &entry{service: service, changed: make(chan struct{})}
-		m.entries[service] = e
+		e = &entry{service: k.service, token: k.token, changed: make(chan struct{})}
+		m.entries[k] = e
 		e.lastUsed = m.cfg.Now()
 		m.scheduleLocked(e, e.lastUsed)
 	}
@@ -369,7 +383,7 @@ func (m *Manager) fetch(e *entry) error {
 	defer cancel()
 	var reply structs.IssuedCert
 	err = structs.MethodConnectCASign.Call(ctx, m.cfg.RPC, &structs.CASignRequest{
-		CSR: csrPEM, WriteRequest: structs.WriteRequest{Datacenter: m.cfg.Datacenter, Token: m.token(e.service)},
+		CSR: csrPEM, WriteRequest: structs.WriteRequest{Datacenter: m.cfg.Datacenter, Token: m.token(e.token)},
 	}, &reply)
 	if err != nil {
 		m.setError(e, err)
@@ -498,11 +512,12 @@ func maxTime(a, b time.Time) time.Time {
 	return b
 }
 
-// token is the token of the signing requests for service ("" without
-// Config.Token).
-func (m *Manager) token(service string) string {
-	if m.cfg.Token == nil {
-		return ""
+// token is the token a leaf asked for with token is signed with: token
+// itself, else Config.Token's, read at each signing so that a changed
+// default token is used from the next renewal on.
+func (m *Manager) token(token string) string {
+	if token != "" || m.cfg.Token == nil {
+		return token
 	}
-	return m.cfg.Token(service)
+	return m.cfg.Token()
 }

@@ -35,7 +35,7 @@ func newManager(t testing.TB, f *fakeCA, tweak func(*Config)) *Manager {
 
 func get(t testing.TB, m *Manager, service string, minIndex uint64, wait time.Duration) *structs.IssuedCert {
 	t.Helper()
-	c, err := m.Get(context.Background(), service, minIndex, wait)
+	c, err := m.Get(context.Background(), service, "", minIndex, wait)
 	if err != nil {
 		t.Fatalf("Get(%s, %d): %v", service, minIndex, err)
 	}
@@ -67,7 +67,7 @@ func TestGetIssuesAndCaches(t *testing.T) {
 	if get(t, m, "web", 0, 0).CertPEM == "mutated" {
 		t.Fatal("Get returned the cached value itself")
 	}
-	if _, err := m.Get(context.Background(), "", 0, 0); !errors.Is(err, ErrMissingService) {
+	if _, err := m.Get(context.Background(), "", "", 0, 0); !errors.Is(err, ErrMissingService) {
 		t.Fatalf("empty service: %v", err)
 	}
 }
@@ -89,7 +89,7 @@ func TestBlockingGet(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		c, err := m.Get(context.Background(), "web", first.ModifyIndex, 10*time.Second)
+		c, err := m.Get(context.Background(), "web", "", first.ModifyIndex, 10*time.Second)
 		done <- result{c, err}
 	}()
 	time.Sleep(100 * time.Millisecond)
@@ -114,7 +114,7 @@ func TestBlockingGet(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	cur := get(t, m, "web", 0, 0)
-	if _, err := m.Get(ctx, "web", cur.ModifyIndex, time.Minute); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := m.Get(ctx, "web", "", cur.ModifyIndex, time.Minute); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("cancelled Get: %v", err)
 	}
 }
@@ -158,7 +158,7 @@ func TestFirstGetWaitsForTheCA(t *testing.T) {
 	m := newManager(t, f, nil)
 	done := make(chan *structs.IssuedCert, 1)
 	go func() {
-		c, err := m.Get(context.Background(), "web", 0, 0)
+		c, err := m.Get(context.Background(), "web", "", 0, 0)
 		if err != nil {
 			t.Error(err)
 		}
@@ -176,7 +176,7 @@ func TestFirstGetWaitsForTheCA(t *testing.T) {
 	}
 	// Without a CA at all the wait is bounded.
 	m2 := newManager(t, newFakeCA(t, false), func(c *Config) { c.FirstFetchTimeout = 100 * time.Millisecond })
-	if _, err := m2.Get(context.Background(), "web", 0, 0); !errors.Is(err, ErrTimeout) {
+	if _, err := m2.Get(context.Background(), "web", "", 0, 0); !errors.Is(err, ErrTimeout) {
 		t.Fatalf("Get without a CA: %v", err)
 	}
 }
@@ -187,14 +187,14 @@ func TestRateLimitedFirstGet(t *testing.T) {
 	m := newManager(t, f, nil)
 	// As in Consul, a first request that meets the rate limit fails with it
 	// (HTTP 429)...
-	if _, err := m.Get(context.Background(), "web", 0, 0); !errors.Is(err, structs.ErrRateLimited) {
+	if _, err := m.Get(context.Background(), "web", "", 0, 0); !errors.Is(err, structs.ErrRateLimited) {
 		t.Fatalf("rate-limited first Get: %v", err)
 	}
 	// ...while the manager retries in the background within the jitter
 	// window, so a later request finds the leaf.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		c, err := m.Get(context.Background(), "web", 0, 0)
+		c, err := m.Get(context.Background(), "web", "", 0, 0)
 		if err == nil {
 			checkLeaf(t, c, f.currentRoots().Roots, "web")
 			break
@@ -214,14 +214,14 @@ func TestFailures(t *testing.T) {
 	boom := errors.New("boom")
 	f.set(func(f *fakeCA) { f.failWith = boom })
 	m := newManager(t, f, nil)
-	if _, err := m.Get(context.Background(), "web", 0, 0); !errors.Is(err, boom) {
+	if _, err := m.Get(context.Background(), "web", "", 0, 0); !errors.Is(err, boom) {
 		t.Fatalf("first Get with a failing CA: %v", err)
 	}
 	// The manager retries by itself; once the CA recovers, Gets succeed.
 	f.set(func(f *fakeCA) { f.failWith = nil })
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		c, err := m.Get(context.Background(), "web", 0, 0)
+		c, err := m.Get(context.Background(), "web", "", 0, 0)
 		if err == nil {
 			checkLeaf(t, c, f.currentRoots().Roots, "web")
 			break
@@ -272,7 +272,7 @@ func TestStopAndConfig(t *testing.T) {
 	done := make(chan error, 1)
 	cur := get(t, m, "web", 0, 0)
 	go func() {
-		_, err := m.Get(context.Background(), "web", cur.ModifyIndex, time.Minute)
+		_, err := m.Get(context.Background(), "web", "", cur.ModifyIndex, time.Minute)
 		done <- err
 	}()
 	time.Sleep(50 * time.Millisecond)
@@ -280,7 +280,7 @@ func TestStopAndConfig(t *testing.T) {
 	if err := <-done; !errors.Is(err, ErrStopped) {
 		t.Fatalf("blocked Get after Stop: %v", err)
 	}
-	if _, err := m.Get(context.Background(), "web", 0, 0); !errors.Is(err, ErrStopped) {
+	if _, err := m.Get(context.Background(), "web", "", 0, 0); !errors.Is(err, ErrStopped) {
 		t.Fatalf("Get after Stop: %v", err)
 	}
 	for _, bad := range []Config{{Datacenter: "dc1"}, {RPC: f}} {
@@ -310,21 +310,21 @@ func TestGetWithMetaSaysHitAndAge(t *testing.T) {
 	}
 	m := newManager(t, f, func(c *Config) { c.Now = clock })
 	ctx := context.Background()
-	first, meta, err := m.GetWithMeta(ctx, "web", 0, 0)
+	first, meta, err := m.GetWithMeta(ctx, "web", "", 0, 0)
 	if err != nil || meta.Hit {
 		t.Fatalf("first GetWithMeta: hit=%v err=%v, want a miss", meta.Hit, err)
 	}
 	advance(42 * time.Second)
-	again, meta, err := m.GetWithMeta(ctx, "web", 0, 0)
+	again, meta, err := m.GetWithMeta(ctx, "web", "", 0, 0)
 	if err != nil || !meta.Hit || meta.Age != 42*time.Second || again.SerialNumber != first.SerialNumber {
 		t.Fatalf("second GetWithMeta: %+v err=%v serial %s, want a hit aged 42s of %s", meta, err, again.SerialNumber, first.SerialNumber)
 	}
-	if _, meta, err = m.GetWithMeta(ctx, "web", first.ModifyIndex-1, time.Second); err != nil || !meta.Hit {
+	if _, meta, err = m.GetWithMeta(ctx, "web", "", first.ModifyIndex-1, time.Second); err != nil || !meta.Hit {
 		t.Fatalf("GetWithMeta below the held index: %+v err=%v, want a hit", meta, err)
 	}
 	done := make(chan CacheMeta, 1)
 	go func() {
-		_, meta, err := m.GetWithMeta(ctx, "web", first.ModifyIndex, 10*time.Second)
+		_, meta, err := m.GetWithMeta(ctx, "web", "", first.ModifyIndex, 10*time.Second)
 		if err != nil {
 			t.Error(err)
 		}
@@ -334,5 +334,54 @@ func TestGetWithMetaSaysHitAndAge(t *testing.T) {
 	f.rotate("ec", 384)
 	if meta := <-done; meta.Hit {
 		t.Fatalf("a blocking GetWithMeta woken by a new leaf reported %+v, want a miss", meta)
+	}
+}
+
+// TestLeafPerToken: the same service asked with two tokens is two leaves,
+// each signed with its own token, so that a token the servers refuse gets
+// their denial rather than the other token's certificate; a request
+// without a token is signed with Config.Token's, read at signing.
+func TestLeafPerToken(t *testing.T) {
+	f := newFakeCA(t, true)
+	f.refuse = map[string]bool{"weak": true}
+	def := "default-token"
+	m := newManager(t, f, func(c *Config) { c.Token = func() string { return def } })
+	ctx := context.Background()
+	a, err := m.Get(ctx, "web", "tok-a", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := m.Get(ctx, "web", "tok-b", 0, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.SerialNumber == b.SerialNumber {
+		t.Fatalf("two tokens share leaf %s", a.SerialNumber)
+	}
+	if again, err := m.Get(ctx, "web", "tok-a", 0, 0); err != nil || again.SerialNumber != a.SerialNumber {
+		t.Fatalf("tok-a again: %v %v, want cached %s", again, err, a.SerialNumber)
+	}
+	if _, err := m.Get(ctx, "web", "weak", 0, 0); !errors.Is(err, structs.ErrPermissionDenied) {
+		t.Fatalf("refused token: %v, want permission denied", err)
+	}
+	if _, err := m.Get(ctx, "web", "", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	// The refused leaf is retried in the background, so its token may
+	// repeat; every signing carries one of the four tokens.
+	f.mu.Lock()
+	got := append([]string(nil), f.tokens...)
+	f.mu.Unlock()
+	seen := map[string]bool{}
+	for _, tok := range got {
+		seen[tok] = true
+	}
+	for _, w := range []string{"tok-a", "tok-b", "weak", "default-token"} {
+		if !seen[w] {
+			t.Fatalf("signed with %q, want %q among them", got, w)
+		}
+	}
+	if len(seen) != 4 {
+		t.Fatalf("signed with %q, want only the four tokens", got)
 	}
 }

@@ -55,7 +55,7 @@ func (m *Manager) wake(e *entry, gen uint64) {
 	e.timer = nil
 	now := m.cfg.Now()
 	if len(e.watchers) == 0 && !now.Before(e.lastUsed.Add(m.cfg.IdleTTL)) {
-		delete(m.entries, e.service)
+		delete(m.entries, leafKey{service: e.service, token: e.token})
 		e.removed = true
 		close(e.changed)
 		e.changed = make(chan struct{})

@@ -19,7 +19,8 @@ type watcher struct {
 	ended bool
 }
 
-// Watch follows a service's leaf without a goroutine per caller: fn is
+// Watch follows a service's leaf signed with token (as Get keys it)
+// without a goroutine per caller: fn is
 // called with a copy of each new certificate the manager holds (the
 // current one first, if any), and, while the service has none yet, with
 // the failure of each attempt to get it (a refused signing, say), until
@@ -29,11 +30,11 @@ type watcher struct {
 // the manager's goroutines (or in the Watch call), so it must not call
 // the manager back and should return promptly once ctx is done. The
 // service is kept (not dropped as idle) while watched.
-func (m *Manager) Watch(ctx context.Context, service string, fn func(*structs.IssuedCert, error)) error {
+func (m *Manager) Watch(ctx context.Context, service, token string, fn func(*structs.IssuedCert, error)) error {
 	if service == "" {
 		return ErrMissingService
 	}
-	e, err := m.entry(service)
+	e, err := m.entry(leafKey{service: service, token: token})
 	if err != nil {
 		return err
 	}

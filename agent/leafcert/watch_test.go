@@ -57,7 +57,7 @@ func TestWatch(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var rec watchRecorder
-	if err := m.Watch(ctx, "web", rec.fn); err != nil {
+	if err := m.Watch(ctx, "web", "", rec.fn); err != nil {
 		t.Fatal(err)
 	}
 	first := rec.waitCerts(t, 1)[0]
@@ -101,7 +101,7 @@ func TestWatchedLeavesHoldNoGoroutine(t *testing.T) {
 	before := runtime.NumGoroutine()
 	recs := make([]watchRecorder, n)
 	for i := range recs {
-		if err := m.Watch(ctx, fmt.Sprintf("svc-%d", i), recs[i].fn); err != nil {
+		if err := m.Watch(ctx, fmt.Sprintf("svc-%d", i), "", recs[i].fn); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -233,30 +233,14 @@ func (s *State) Services() map[string]*structs.NodeService {
 	return out
 }
 
-// ServiceToken is the ACL token the service was registered with.
+// ServiceToken is the ACL token the service registered under id was
+// registered with ("" when none): a proxy's configuration is read, and its
+// leaf signed, with its own registration's token, as in Consul.
 func (s *State) ServiceToken(id string) string {
 	s.mu.RLock()
 	defer s.mu.RUnlock()
 	if e := s.services[id]; e != nil && !e.deleted {
 		return e.token
-	}
-	return ""
-}
-
-// RegistrationToken is the ACL token of a registration of the service
-// named name, or of a proxy for it ("" when none carries one): what a leaf
-// certificate for that name is signed with, as Consul signs with the
-// registration's token. It reads every entry without copying any.
-func (s *State) RegistrationToken(name string) string {
-	s.mu.RLock()
-	defer s.mu.RUnlock()
-	for _, e := range s.services {
-		if e.deleted || e.token == "" {
-			continue
-		}
-		if e.svc.Service == name || (e.svc.Kind == structs.ServiceKindConnectProxy && e.svc.Proxy.DestinationServiceName == name) {
-			return e.token
-		}
 	}
 	return ""
 }

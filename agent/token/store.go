@@ -126,8 +126,10 @@ type Store struct {
 	changed func(secrets ...string)
 
 	mu sync.Mutex
-	// tokens is guarded by mu.
-	tokens map[Kind]entry
+	// tokens and announce are guarded by mu. announce is closed and
+	// replaced at every change of a token (Changed).
+	tokens   map[Kind]entry
+	announce chan struct{}
 }
 
 // persisted is the tokens file, in Consul's format.
@@ -149,7 +151,7 @@ func New(cfg Config) (*Store, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	s := &Store{logger: cfg.Logger, changed: cfg.Changed, tokens: make(map[Kind]entry)}
+	s := &Store{logger: cfg.Logger, changed: cfg.Changed, tokens: make(map[Kind]entry), announce: make(chan struct{})}
 	s.SetConfigured(cfg.Configured)
 	if cfg.PersistDir == "" {
 		return s, nil
@@ -181,6 +183,21 @@ func New(cfg Config) (*Store, error) {
 	return s, nil
 }
 
+// Changed returns a channel closed at the next change of any token (a
+// Set, or a reload's SetConfigured): what a user of a token it keeps
+// (the local proxies' default token) waits on to read it again.
+func (s *Store) Changed() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.announce
+}
+
+// announceLocked wakes the waiters of Changed.
+func (s *Store) announceLocked() {
+	close(s.announce)
+	s.announce = make(chan struct{})
+}
+
 // SetConfigured replaces the tokens that came from the config (at start
 // and on reload); tokens set through the API stay.
 func (s *Store) SetConfigured(t Tokens) {
@@ -197,6 +214,7 @@ func (s *Store) SetConfigured(t Tokens) {
 			s.tokens[k] = entry{value: v}
 		}
 	}
+	s.announceLocked()
 	s.mu.Unlock()
 	s.notify(replaced)
 }
@@ -243,6 +261,7 @@ func (s *Store) set(kind Kind, value string) (string, error) {
 		}
 	}
 	s.tokens = next
+	s.announceLocked()
 	return old, nil
 }
 

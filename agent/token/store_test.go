@@ -190,3 +190,34 @@ func TestChangedTellsReplacedTokens(t *testing.T) {
 		}
 	}
 }
+
+// TestChangedAnnouncesEveryChange: the channel Changed returns is closed
+// by the next Set and by a reload's SetConfigured, and only then.
+func TestChangedAnnouncesEveryChange(t *testing.T) {
+	s, err := New(Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name   string
+		change func() error
+	}{
+		{"Set", func() error { return s.Set(KindDefault, "d1") }},
+		{"SetConfigured", func() error { s.SetConfigured(Tokens{Agent: "a1"}); return nil }},
+	} {
+		ch := s.Changed()
+		select {
+		case <-ch:
+			t.Fatalf("%s: closed before the change", tc.name)
+		default:
+		}
+		if err := tc.change(); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ch:
+		default:
+			t.Fatalf("%s: not announced", tc.name)
+		}
+	}
+}

@@ -2,8 +2,11 @@
 // leaf certificate manager (agent/leafcert), on client agents and servers
 // alike: the manager already caches one certificate per service, renews it
 // before expiry and re-issues it on root rotation, and calls its watchers
-// back on every new certificate. Each distinct request is one watch of
-// the manager shared by every proxy asking for that service's leaf; it
+// back on every new certificate. Each distinct request (service and
+// token) is one watch of the manager shared by every proxy asking for
+// that service's leaf with that token; the leaf is signed with the
+// request's token, so a proxy gets a certificate only if its own token
+// may write the service; it
 // holds no goroutine while it waits, so 5,000 sidecars cost 5,000
 // callbacks, not 5,000 blocked Gets.
 package leaf
@@ -29,12 +32,13 @@ var (
 )
 
 // Watcher is the leaf manager's watch (*leafcert.Manager): fn is called
-// with each new certificate of service (the current one first, if any)
+// with each new certificate of service signed
+// with token (the current one first, if any)
 // and, while the service has none, with each failed attempt to get one,
 // until ctx ends. Calls never overlap and never go back to an older
 // certificate; the certificate is the caller's copy.
 type Watcher interface {
-	Watch(ctx context.Context, service string, fn func(*structs.IssuedCert, error)) error
+	Watch(ctx context.Context, service, token string, fn func(*structs.IssuedCert, error)) error
 }
 
 // Config holds what the source needs. Watcher is required.
@@ -67,9 +71,9 @@ func (s *Source) Notify(ctx context.Context, req *proxycfg.LeafRequest, corr str
 	if req.Service == "" {
 		return fmt.Errorf("%w: no service", ErrInvalidRequest)
 	}
-	service := req.Service
+	service, token := req.Service, req.Token
 	return s.group.Subscribe(ctx, fanout.Key("leaf", req), "leaf:"+service, corr, ch, func() fanout.Runner {
-		return s.loop(service)
+		return s.loop(service, token)
 	})
 }
 
@@ -80,9 +84,9 @@ func (s *Source) Notify(ctx context.Context, req *proxycfg.LeafRequest, corr str
 // it happens, and the certificate as soon as the manager has it, not at
 // the end of a backoff. A watch the manager refuses (it is stopping) is
 // published as a failure.
-func (s *Source) loop(service string) fanout.Runner {
+func (s *Source) loop(service, token string) fanout.Runner {
 	return func(ctx context.Context, out fanout.Sink) {
-		err := s.cfg.Watcher.Watch(ctx, service, func(cert *structs.IssuedCert, err error) {
+		err := s.cfg.Watcher.Watch(ctx, service, token, func(cert *structs.IssuedCert, err error) {
 			if err != nil {
 				out.Error(err)
 				return

@@ -75,7 +75,7 @@ type failingWatcher struct {
 	fns chan func(*structs.IssuedCert, error)
 }
 
-func (f failingWatcher) Watch(ctx context.Context, _ string, fn func(*structs.IssuedCert, error)) error {
+func (f failingWatcher) Watch(ctx context.Context, _, _ string, fn func(*structs.IssuedCert, error)) error {
 	fn(nil, errors.New("CA unavailable"))
 	f.fns <- fn
 	return nil

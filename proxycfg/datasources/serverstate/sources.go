@@ -7,8 +7,13 @@
 // question share that goroutine and its results.
 //
 // The reads are those of state/query, which the server's
-// RPC endpoints use too: a proxy served by a server sees exactly what a
-// proxy on a client agent gets through RPC.
+// RPC endpoints use too, and with Config.ACL each read passes the ACL rule
+// of the RPC method that answers the same question (a check of the
+// proxy's token before, a filter of the result after): a proxy served by a
+// server sees exactly what a proxy on a client agent gets through RPC. A
+// read its token may not make is delivered as an error (logged once per
+// question) and retried with backoff; one whose result is filtered simply
+// lacks what the token may not read.
 //
 // Typical wiring (agent/proxycfg.go):
 //
@@ -30,6 +35,7 @@ import (
 	"github.com/trellis-mesh/trellis/proxycfg"
 	"github.com/trellis-mesh/trellis/proxycfg/datasources/internal/fanout"
 	"github.com/trellis-mesh/trellis/state"
+	"github.com/trellis-mesh/trellis/structs"
 )
 
 // Sentinel errors of the package.
@@ -68,6 +74,20 @@ type Config struct {
 	// RetryMin and RetryMax bound the backoff after a failed read (zero:
 	// fanout's defaults).
 	RetryMin, RetryMax time.Duration
+	// ACL applies the servers' ACL rules to every read (the server); nil
+	// reads without any, as a cluster without ACLs does.
+	ACL ACL
+}
+
+// ACL applies the servers' ACL rules to a read of the store (implemented
+// by *server.Server), so that a proxy's token gets here what the RPC
+// method of the same read would give it.
+type ACL interface {
+	// EnforceRead checks args' token against method's rule (an error is
+	// the denial) and filters reply, method's reply type, in place. It
+	// adds the token to ws, so that a changed or deleted token re-runs
+	// the read. It does nothing while ACLs are off.
+	EnforceRead(ws memdb.WatchSet, method string, args, reply any) error
 }
 
 // Sources are the server-local data sources. Close stops every goroutine.
@@ -166,6 +186,25 @@ func (s *Sources) loop(read readFn) fanout.Runner {
 				return
 			}
 		}
+	}
+}
+
+// guard is read followed by the ACL rule of method for args (method's
+// request type) when the sources enforce ACLs.
+func (s *Sources) guard(method structs.MethodInfo, args any, read readFn) readFn {
+	if s.cfg.ACL == nil {
+		return read
+	}
+	name := method.Name()
+	return func(ws memdb.WatchSet, st *state.Store) (any, error) {
+		v, err := read(ws, st)
+		if err != nil {
+			return nil, err
+		}
+		if err := s.cfg.ACL.EnforceRead(ws, name, args, v); err != nil {
+			return nil, err
+		}
+		return v, nil
 	}
 }
 

@@ -19,7 +19,7 @@ import (
 type StubLeaves struct{}
 
 // Watch implements leaf.Watcher.
-func (StubLeaves) Watch(ctx context.Context, service string, fn func(*structs.IssuedCert, error)) error {
+func (StubLeaves) Watch(ctx context.Context, service, _ string, fn func(*structs.IssuedCert, error)) error {
 	c := &structs.IssuedCert{Service: service, CertPEM: "CERT", PrivateKeyPEM: "KEY"}
 	c.ModifyIndex = 1
 	fn(c, nil)

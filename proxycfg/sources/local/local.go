@@ -11,7 +11,7 @@
 // Token: ""}: every xDS stream for a local proxy shares one state machine
 // whatever token it presents (the xDS server checks that token before it
 // watches), and data is fetched with the token the service was registered
-// with, as Consul does.
+// with (the default token when it has none), as Consul does.
 //
 // Typical wiring:
 //
@@ -65,6 +65,15 @@ type State interface {
 	StopNotifyServiceChanges(ch chan<- struct{})
 }
 
+// Tokens is the part of the agent's token store (*token.Store of
+// agent/token) the source reads.
+type Tokens interface {
+	// UserToken is the default token ("" when unset).
+	UserToken() string
+	// Changed returns a channel closed at the next change of a token.
+	Changed() <-chan struct{}
+}
+
 // Manager is the part of *proxycfg.Manager the source uses.
 type Manager interface {
 	Register(id proxycfg.ProxyID, svc *structs.NodeService, source proxycfg.ProxySource, token string, overwrite bool) error
@@ -80,6 +89,10 @@ type Config struct {
 	NodeName string
 	State    State
 	Manager  Manager
+	// Tokens gives the token of a proxy registered without one (the
+	// agent's default token, as Consul's proxies fall back to); nil means
+	// none. A change of it re-syncs every proxy.
+	Tokens Tokens
 	// ResyncInterval is the period of the safety-net sync
 	// (DefaultResyncInterval when zero).
 	ResyncInterval time.Duration
@@ -185,6 +198,9 @@ func (s *Source) Watch(ctx context.Context, id proxycfg.ProxyID) (<-chan *proxyc
 func (s *Source) run(notify chan struct{}) {
 	t := time.NewTicker(s.cfg.ResyncInterval)
 	defer t.Stop()
+	// Taken before the first sync, as notify, so that no change between
+	// the two is missed.
+	tokens := s.tokensChanged()
 	// Changes up to the full sync are in it.
 	s.cfg.State.TakeServiceChanges(notify)
 	s.sync()
@@ -196,11 +212,27 @@ func (s *Source) run(notify chan struct{}) {
 			for _, id := range s.cfg.State.TakeServiceChanges(notify) {
 				s.syncOne(id, s.cfg.State.Service(id))
 			}
+		case <-tokens:
+			// The default token may have changed: the proxies registered
+			// without a token re-register with it (the others are
+			// unchanged, which costs the manager nothing).
+			tokens = s.tokensChanged()
+			s.cfg.State.TakeServiceChanges(notify)
+			s.sync()
 		case <-t.C:
 			s.cfg.State.TakeServiceChanges(notify)
 			s.sync()
 		}
 	}
+}
+
+// tokensChanged is Config.Tokens' change channel (nil, which never fires,
+// without Tokens).
+func (s *Source) tokensChanged() <-chan struct{} {
+	if s.cfg.Tokens == nil {
+		return nil
+	}
+	return s.cfg.Tokens.Changed()
 }
 
 // IsProxy reports whether a service kind is one the manager serves.
@@ -243,6 +275,9 @@ func (s *Source) syncOne(id string, svc *structs.NodeService) {
 		return
 	}
 	token := s.cfg.State.ServiceToken(id)
+	if token == "" && s.cfg.Tokens != nil {
+		token = s.cfg.Tokens.UserToken()
+	}
 	if err := s.cfg.Manager.Register(s.ProxyID(id), svc, proxycfg.SourceLocal, token, true); err != nil {
 		if msg := err.Error(); s.failed[id] != msg {
 			s.failed[id] = msg
