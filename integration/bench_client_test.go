@@ -25,26 +25,7 @@ import (
 //
 //	go test ./integration -run '^$' -bench ClientAgentRegistrations -benchtime 1x
 func BenchmarkClientAgentRegistrations(b *testing.B) {
-	if trellisBinary == "" {
-		b.Skip("no trellis binary (built by TestMain unless -short)")
-	}
-	ports, err := harness.NewPortAllocator(harness.PortAllocatorConfig{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg := filepathConfig(b, map[string]any{"performance": map[string]any{"raft_multiplier": 1}})
-	c := harness.StartCluster(b, harness.ClusterConfig{
-		Binary: trellisBinary, Ports: ports, Servers: 3, Clients: 1, LogLevel: "warn",
-		ServerArgs: []string{"-config-file", cfg},
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if _, err := c.WaitForLeader(ctx); err != nil {
-		b.Fatal(err)
-	}
-	if err := c.WaitForClients(ctx); err != nil {
-		b.Fatal(err)
-	}
+	c, _, ctx := startBenchCluster(b, 3)
 	client := c.Clients()[0]
 	server := c.Servers()[0]
 	time.Sleep(2 * time.Second)
@@ -144,4 +125,33 @@ func rssKB(tb testing.TB, pid int) int {
 	}
 	tb.Fatal("no VmRSS")
 	return 0
+}
+
+// startBenchCluster starts a benchmark's cluster: servers servers and one
+// client agent at production Raft timing, quiet logs, once a leader and
+// the client are up; its port allocator serves the benchmark's other
+// listeners. ctx ends with the benchmark (5 minutes at most).
+func startBenchCluster(b *testing.B, servers int) (*harness.Cluster, *harness.PortAllocator, context.Context) {
+	b.Helper()
+	if trellisBinary == "" {
+		b.Skip("no trellis binary (built by TestMain unless -short)")
+	}
+	ports, err := harness.NewPortAllocator(harness.PortAllocatorConfig{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cfg := filepathConfig(b, map[string]any{"performance": map[string]any{"raft_multiplier": 1}})
+	c := harness.StartCluster(b, harness.ClusterConfig{
+		Binary: trellisBinary, Ports: ports, Servers: servers, Clients: 1, LogLevel: "warn",
+		ServerArgs: []string{"-config-file", cfg},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	b.Cleanup(cancel)
+	if _, err := c.WaitForLeader(ctx); err != nil {
+		b.Fatal(err)
+	}
+	if err := c.WaitForClients(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return c, ports, ctx
 }

@@ -2,7 +2,6 @@ package integration
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"net/http"
 	"os/exec"
@@ -12,8 +11,6 @@ import (
 	"time"
 
 	"google.golang.org/grpc"
-
-	"github.com/trellis-mesh/trellis/integration/harness"
 )
 
 // BenchmarkGRPCProxylessEndpointChange measures, with grpc-go's own xDS
@@ -25,26 +22,7 @@ import (
 //
 //	go test ./integration -run '^$' -bench GRPCProxylessEndpointChange -benchtime 1x
 func BenchmarkGRPCProxylessEndpointChange(b *testing.B) {
-	if trellisBinary == "" {
-		b.Skip("no trellis binary (built by TestMain unless -short)")
-	}
-	ports, err := harness.NewPortAllocator(harness.PortAllocatorConfig{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	cfg := filepathConfig(b, map[string]any{"performance": map[string]any{"raft_multiplier": 1}})
-	c := harness.StartCluster(b, harness.ClusterConfig{
-		Binary: trellisBinary, Ports: ports, Servers: 1, Clients: 1, LogLevel: "warn",
-		ServerArgs: []string{"-config-file", cfg},
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	if _, err := c.WaitForLeader(ctx); err != nil {
-		b.Fatal(err)
-	}
-	if err := c.WaitForClients(ctx); err != nil {
-		b.Fatal(err)
-	}
+	c, ports, ctx := startBenchCluster(b, 1)
 	client := c.Clients()[0]
 	put := func(path, body string) {
 		b.Helper()
