@@ -200,7 +200,7 @@ func (f *aclFixture) meshReads() []aclCase {
 		},
 		{
 			name: "acl-policies", method: "GET", path: "/v1/acl/policies", allow: allowReadOnly, perm: `'acl:read'`, list: listNames,
-			items: same([]string{"global-management", "read-everything", "write-app"}, tokRead, tokMgmt),
+			items: same([]string{"builtin/global-read-only", "global-management", "read-everything", "write-app"}, tokRead, tokMgmt),
 		},
 		{name: "snapshot-save", method: "GET", path: "/v1/snapshot", allow: allowMgmt, perm: `'acl:write'`},
 	}

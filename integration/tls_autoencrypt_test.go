@@ -51,14 +51,17 @@ func TestAutoEncrypt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	caConf, _, err := leaderAPI.Connect().CAGetConfig(nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	caConf.Config["LeafCertTTL"], caConf.Config["SkipValidate"] = "80s", true
-	if _, err := leaderAPI.Connect().CASetConfig(caConf, nil); err != nil {
-		t.Fatal(err)
-	}
+	// The leader sets the CA up after its barrier: until then the CA
+	// answers that it is uninitialized.
+	eventually(t, clusterStartTimeout, "the CA configuration changed", func() error {
+		caConf, _, err := leaderAPI.Connect().CAGetConfig(nil)
+		if err != nil {
+			return err
+		}
+		caConf.Config["LeafCertTTL"], caConf.Config["SkipValidate"] = "80s", true
+		_, err = leaderAPI.Connect().CASetConfig(caConf, nil)
+		return err
+	})
 
 	httpsPort, err := ports.Port()
 	if err != nil {
