@@ -47,7 +47,7 @@ func TestQuestionsShareReadsAndHoldNoGoroutine(t *testing.T) {
 	for _, s := range health {
 		wantNodes(t, s.Next(t))
 	}
-	if st := f.src.Stats(); st.Queries != 2*n+2 || st.Subscribers != 3*n {
+	if st := f.src.Stats(); st.Queries != 2*n+2 || st.Subscribers != 3*n || st.QueriesStarted != 2*n+2 {
 		t.Fatalf("stats = %+v, want %d queries (one health query per token) for %d subscribers", st, 2*n+2, 3*n)
 	}
 	// The bound is the hub's goroutines (a few shared channels) and the
