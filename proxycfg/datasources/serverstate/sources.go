@@ -1,10 +1,14 @@
 // Package serverstate implements proxycfg's data sources on a server, by
-// reading the server's own state store: every question runs as one
-// goroutine that reads with a memdb.WatchSet (plus the store's AbandonCh,
-// so that a snapshot restore makes it re-read the new store), delivers the
-// result when it changed, blocks until a watched channel fires, and reads
-// again; failed reads are retried with backoff. Proxies asking the same
-// question share that goroutine and its results.
+// reading the server's own state store: every question reads with a
+// memdb.WatchSet (plus the store's AbandonCh, so that a snapshot restore
+// makes it re-read the new store), delivers the result when it changed,
+// waits until a watched channel fires, and reads again; failed reads are
+// retried with backoff. Proxies asking the same question (the same kind,
+// request and ACL token) share its reads and results. A question holds no
+// goroutine while it waits: one goroutine per distinct watch channel
+// waits for every question watching it (watchhub.go), so that the
+// questions only one proxy asks (its own intentions and service config)
+// cost no stack each.
 //
 // The reads are those of state/query, which the server's
 // RPC endpoints use too, and with Config.ACL each read passes the ACL rule
@@ -94,6 +98,8 @@ type ACL interface {
 type Sources struct {
 	cfg          Config
 	group        *fanout.Group
+	hub          *hub
+	stopHub      context.CancelFunc
 	defaultAllow bool
 }
 
@@ -108,9 +114,12 @@ func New(cfg Config) (*Sources, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	ctx, cancel := context.WithCancel(context.Background())
 	return &Sources{
 		cfg:          cfg,
 		group:        fanout.NewGroup(fanout.Config{Name: "serverstate", Logger: cfg.Logger}),
+		hub:          newHub(ctx),
+		stopHub:      cancel,
 		defaultAllow: !strings.EqualFold(cfg.DefaultIntentionPolicy, "deny"),
 	}, nil
 }
@@ -140,9 +149,14 @@ func (s *Sources) DataSources(leaf proxycfg.Leaf) proxycfg.DataSources {
 // Stats returns the counters of the sources.
 func (s *Sources) Stats() Stats { return s.group.Stats() }
 
-// Close stops every query and waits for its goroutine. Close the manager
-// first: its watches end with it.
-func (s *Sources) Close() { s.group.Close() }
+// Close stops every query and waits for every goroutine of the sources.
+// Close the manager first: its watches end with it. Calling it again is
+// harmless.
+func (s *Sources) Close() {
+	s.group.Close()
+	s.stopHub()
+	s.hub.close()
+}
 
 // readFn is one read of the store: it adds its watches to ws and returns
 // a fresh, non-nil result.
@@ -156,37 +170,11 @@ func (s *Sources) watch(ctx context.Context, kind string, req any, dc, what, cor
 	return s.group.Subscribe(ctx, key, kind+":"+what, corr, ch, func() fanout.Runner {
 		if dc != "" && dc != s.cfg.Datacenter {
 			err := fmt.Errorf("%w %q", ErrRemoteDatacenter, dc)
-			return func(ctx context.Context, out fanout.Sink) {
-				out.Error(err)
-				<-ctx.Done()
-			}
+			// The answer never changes: no goroutine waits for it.
+			return func(_ context.Context, out fanout.Sink) { out.Error(err) }
 		}
-		return s.loop(read)
+		return s.runner(read)
 	})
-}
-
-// loop is the runner of one question: read, publish, block on the
-// WatchSet, repeat.
-func (s *Sources) loop(read readFn) fanout.Runner {
-	return func(ctx context.Context, out fanout.Sink) {
-		bo := fanout.Backoff{Min: s.cfg.RetryMin, Max: s.cfg.RetryMax}
-		for ctx.Err() == nil {
-			st := s.cfg.Store()
-			ws := memdb.NewWatchSet()
-			ws.Add(st.AbandonCh())
-			v, err := read(ws, st)
-			if err != nil {
-				out.Error(err)
-				fanout.Sleep(ctx, bo.Next())
-				continue
-			}
-			bo.Reset()
-			out.Result(v)
-			if ws.WatchCtx(ctx) != nil {
-				return
-			}
-		}
-	}
 }
 
 // guard is read followed by the ACL rule of method for args (method's
