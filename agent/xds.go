@@ -161,13 +161,7 @@ func (s *xdsSource) recheckIdle(ctx context.Context, in <-chan *proxycfg.ConfigS
 					continue
 				}
 			}
-			// The latest wins, as the manager's own channels: a snapshot
-			// the stream has not taken yet is replaced.
-			select {
-			case <-out:
-			default:
-			}
-			out <- last
+			offer(out, last)
 		}
 	}()
 	return out
