@@ -294,7 +294,10 @@ func (m *Manager) GetWithMeta(ctx context.Context, service, token string, minInd
 		}
 		if cert != nil && (minIndex == 0 || cert.ModifyIndex > minIndex) {
 			c := *cert
-			if waited {
+			// Signed for this request (the entry's first signing may
+			// finish before this loop first looks): a miss, as Consul's
+			// cache counts a fetch it waited on.
+			if waited || !fetched.Before(start) {
 				return &c, CacheMeta{}, nil
 			}
 			return &c, CacheMeta{Hit: true, Age: max(m.cfg.Now().Sub(fetched), 0)}, nil
