@@ -100,10 +100,11 @@ func TestDiskFaults(t *testing.T) {
 			if ok == 0 {
 				t.Fatalf("no write succeeded with one server's disk at fault: %v", outcomes)
 			}
-			if stopped := target.srv.raft.State() == raft.Shutdown; stopped != tc.full {
+			if stopped := target.srv.raftStopped.Load(); stopped != tc.full {
 				t.Fatalf("%s stopped its raft: %v, want %v", target.name, stopped, tc.full)
 			}
-			// A stopped server says so, for its process to exit.
+			// A stopped server says so, once its Raft has stopped, for its
+			// process to exit.
 			if tc.full {
 				select {
 				case <-target.srv.Failed():
@@ -195,5 +196,16 @@ func waitForAgreement(t *testing.T, servers []*testServer, index uint64) {
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+	}
+}
+
+// TestRaftReplicatesWithoutPipeline: the Raft transport refuses pipelined
+// replication (see setupRaft), so that a follower's failed append cannot
+// leave the leader's sender to it blocked for good.
+func TestRaftReplicatesWithoutPipeline(t *testing.T) {
+	servers := startTestCluster(t, 1, false)
+	_, err := servers[0].srv.transport.AppendEntriesPipeline("peer", "127.0.0.1:1")
+	if !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {
+		t.Fatalf("AppendEntriesPipeline = %v, want ErrPipelineReplicationNotSupported", err)
 	}
 }

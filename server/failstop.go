@@ -41,8 +41,17 @@ func (s *Server) stopOnLogFailure() {
 	case <-s.ctx.Done():
 	case err := <-s.logFailed:
 		s.logger.Error("cannot write the raft log; stopping raft on this server", "error", err, "remedy", ErrLogWriteFailed)
+		s.raftStopped.Store(true)
 		if err := s.raft.Shutdown().Error(); err != nil {
 			s.logger.Warn("raft shutdown after a log write failure", "error", err)
+		}
+		// Raft's Shutdown leaves the transport open: it would go on
+		// accepting the peers' RPCs and never answer them, and a leader's
+		// pipeline to this server would then block for good, its own
+		// Shutdown with it. Closed, this server looks dead to its peers.
+		s.transport.CloseStreams()
+		if err := s.transport.Close(); err != nil {
+			s.logger.Warn("raft transport close after a log write failure", "error", err)
 		}
 		s.failure = fmt.Errorf("%w: %w", ErrLogWriteFailed, err)
 		close(s.failed)

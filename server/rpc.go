@@ -247,7 +247,7 @@ var errNotReady = fmt.Errorf("%w: the new leader is not ready yet", structs.ErrN
 // attemptOnLeader makes one attempt: here when this server leads and is
 // ready, else one forward to the leader it knows.
 func (s *Server) attemptOnLeader(ctx context.Context, method string, args, reply any, ep endpoint, filter *structs.Filter) error {
-	if s.raft.State() == raft.Shutdown && s.ctx.Err() == nil {
+	if s.raftStopped.Load() {
 		// Raft stopped after a failed log write (failstop.go): no point
 		// holding the call; another server can take it.
 		return errRaftStopped

@@ -224,6 +224,10 @@ type Server struct {
 	reads *readGate
 	// logFailed carries the first Raft log write failure (failstop.go).
 	logFailed chan error
+	// raftStopped is set when Raft is stopped on a log failure. Raft's
+	// State cannot say it: a follower whose heartbeat timer fires as it
+	// shuts down records itself a candidate after Shutdown (failstop.go).
+	raftStopped atomic.Bool
 	// failed is closed once Raft stopped on a log failure; failure, set
 	// before, says why (failstop.go).
 	failed  chan struct{}
