@@ -39,6 +39,8 @@ type fakeCA struct {
 	// Signs are denied, as the servers deny a token without service:write.
 	tokens []string
 	refuse map[string]bool
+	// unknown lists tokens the servers do not know (deleted or expired).
+	unknown map[string]bool
 }
 
 func newFakeCA(t testing.TB, ready bool) *fakeCA {
@@ -127,6 +129,9 @@ func (f *fakeCA) RPC(ctx context.Context, method string, args, reply any) error 
 		f.tokens = append(f.tokens, tok)
 		if f.refuse[tok] {
 			return structs.ErrPermissionDenied
+		}
+		if f.unknown[tok] {
+			return structs.ErrACLNotFound
 		}
 		if f.failWith != nil {
 			return f.failWith

@@ -290,6 +290,11 @@ func (m *Manager) GetWithMeta(ctx context.Context, service, token string, minInd
 		cert, ferr, ch, removed, fetched := e.cert, e.err, e.changed, e.removed, e.fetched
 		m.mu.Unlock()
 		if removed {
+			if errors.Is(ferr, structs.ErrACLNotFound) {
+				// Dropped because its token is gone (schedule.go): asking
+				// again would only make a new entry to fail the same way.
+				return nil, CacheMeta{}, ferr
+			}
 			continue
 		}
 		if cert != nil && (minIndex == 0 || cert.ModifyIndex > minIndex) {

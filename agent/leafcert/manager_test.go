@@ -385,3 +385,76 @@ func TestLeafPerToken(t *testing.T) {
 		t.Fatalf("signed with %q, want only the four tokens", got)
 	}
 }
+
+// TestLeafOfADeletedTokenIsDropped: once the servers no longer know a
+// token, its leaf entry is dropped at the next signing instead of being
+// retried until it goes idle, and a request with the token gets the
+// servers' answer, not the certificate signed before the deletion.
+func TestLeafOfADeletedTokenIsDropped(t *testing.T) {
+	f := newFakeCA(t, true)
+	m := newManager(t, f, nil)
+	entries := func() int {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return len(m.entries)
+	}
+	waitDropped := func() {
+		t.Helper()
+		deadline := time.Now().Add(5 * time.Second)
+		for entries() != 0 {
+			if time.Now().After(deadline) {
+				t.Fatal("the leaf entry of an unknown token was kept")
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+
+	// A token the servers never knew.
+	f.set(func(f *fakeCA) { f.unknown = map[string]bool{"gone": true} })
+	if _, err := m.Get(context.Background(), "web", "gone", 0, 0); !errors.Is(err, structs.ErrACLNotFound) {
+		t.Fatalf("Get with an unknown token = %v, want ErrACLNotFound", err)
+	}
+	waitDropped()
+	signs := f.signCount()
+	time.Sleep(300 * time.Millisecond) // three times RetryMax
+	if n := f.signCount(); n != signs {
+		t.Fatalf("%d more signings for a dropped entry", n-signs)
+	}
+
+	// A token deleted after its leaf was signed: the re-issue a root
+	// rotation asks for fails, and the entry goes.
+	if _, err := m.Get(context.Background(), "web", "old", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	f.set(func(f *fakeCA) { f.unknown["old"] = true })
+	f.rotate("ec", 256)
+	waitDropped()
+	if _, err := m.Get(context.Background(), "web", "old", 0, 0); !errors.Is(err, structs.ErrACLNotFound) {
+		t.Fatalf("Get with the deleted token = %v, want ErrACLNotFound", err)
+	}
+
+	// A watched entry is kept: its proxy holds a certificate that is
+	// still valid, and the token may be re-created with the same secret.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	got := make(chan error, 16)
+	if err := m.Watch(ctx, "web", "watched", func(_ *structs.IssuedCert, err error) { got <- err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-got; err != nil {
+		t.Fatalf("first leaf for the watched token: %v", err)
+	}
+	f.set(func(f *fakeCA) { f.unknown["watched"] = true })
+	signs = f.signCount()
+	f.rotate("ec", 256)
+	deadline := time.Now().Add(5 * time.Second)
+	for f.signCount() < signs+2 { // the re-issue and one retry, both refused
+		if time.Now().After(deadline) {
+			t.Fatal("the watched entry was not re-issued after the rotation")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := entries(); n != 1 {
+		t.Fatalf("%d entries with a watcher, want 1", n)
+	}
+}

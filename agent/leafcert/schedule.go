@@ -55,10 +55,7 @@ func (m *Manager) wake(e *entry, gen uint64) {
 	e.timer = nil
 	now := m.cfg.Now()
 	if len(e.watchers) == 0 && !now.Before(e.lastUsed.Add(m.cfg.IdleTTL)) {
-		delete(m.entries, leafKey{service: e.service, token: e.token})
-		e.removed = true
-		close(e.changed)
-		e.changed = make(chan struct{})
+		m.dropLocked(e)
 		m.mu.Unlock()
 		return
 	}
@@ -77,6 +74,14 @@ func (m *Manager) wake(e *entry, gen uint64) {
 	e.fetching = false
 	now = m.cfg.Now()
 	var next time.Time
+	if err != nil && len(e.watchers) == 0 && errors.Is(err, structs.ErrACLNotFound) {
+		// The token is gone (deleted or expired): no signing with it can
+		// succeed again, and kept, the entry would be retried until it
+		// went idle. A later request with the token makes a new entry,
+		// and gets the servers' answer again.
+		m.dropLocked(e)
+		return
+	}
 	if err != nil {
 		if errors.Is(err, structs.ErrRateLimited) {
 			e.refused++
@@ -97,6 +102,14 @@ func (m *Manager) wake(e *entry, gen uint64) {
 	}
 	e.wantAt = time.Time{}
 	m.scheduleLocked(e, next)
+}
+
+// dropLocked removes the entry; a request blocked on it looks again.
+func (m *Manager) dropLocked(e *entry) {
+	delete(m.entries, leafKey{service: e.service, token: e.token})
+	e.removed = true
+	close(e.changed)
+	e.changed = make(chan struct{})
 }
 
 // rootsChangedLocked reschedules the entries after the active root (or
