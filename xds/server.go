@@ -192,7 +192,7 @@ func (s *Server[U]) open(protocol string) (*stream, error) {
 		return nil, ErrStopped
 	}
 	s.nextID++
-	st := &stream{id: s.nextID, protocol: protocol, connectedAt: time.Now(), out: newOutbox()}
+	st := &stream{id: s.nextID, protocol: protocol, connectedAt: time.Now()}
 	st.log = s.log.With("stream", st.id, "protocol", protocol)
 	st.sess = newSession(protocol == ProtocolDelta, st.log, time.Now)
 	s.streams[st.id] = st

@@ -69,13 +69,13 @@ func (st *stream) status() (StreamStatus, bool) {
 // serve runs one stream until the client goes away, the server stops, or
 // the stream fails. recv and send wrap the protocol's gRPC stream.
 //
-// Three goroutines share the work, so that none blocks the others: the
-// handler (this one) identifies the proxy, follows its watch and builds
-// and plans its resources; a receiver reads requests and handles them
-// (ACKs, subscriptions) itself; a sender writes the planned responses, so
-// a slow client never blocks planning. Both helpers are released when the
-// handler returns (gRPC ends a blocked Recv or Send then), and Stop waits
-// for them.
+// The work is shared so that nothing blocks anything else: the handler
+// (this goroutine) identifies the proxy, follows its watch and builds and
+// plans its resources; a receiver reads requests and handles them (ACKs,
+// subscriptions) itself; the outbox sends the planned responses on a
+// goroutine of its own while it has any, so a slow client never blocks
+// planning. The helpers are released when the handler returns (gRPC ends
+// a blocked Recv or Send then), and Stop waits for them.
 func (s *Server[U]) serve(gctx context.Context, protocol string, recv func() (request, error), send func(*response) error) error {
 	st, err := s.open(protocol)
 	if err != nil {
@@ -91,18 +91,11 @@ func (s *Server[U]) serve(gctx context.Context, protocol string, recv func() (re
 	// proxy; the receiver handles the next ones once identified is closed.
 	first := make(chan request, 1)
 	identified := make(chan struct{})
+	// One error each from the receiver and the outbox, which report at
+	// most once.
 	errc := make(chan error, 2)
-	s.wg.Add(2)
-	go func() {
-		defer s.wg.Done()
-		errc <- s.receive(ctx, st, recv, first, identified)
-	}()
-	go func() {
-		defer s.wg.Done()
-		if err := st.out.run(ctx, send); err != nil {
-			errc <- err
-		}
-	}()
+	st.out = &outbox{ctx: ctx, send: send, spawn: s.spawn, failed: func(err error) { errc <- err }}
+	s.spawn(func() { errc <- s.receive(ctx, st, recv, first, identified) })
 
 	err = s.loop(ctx, st, first, identified, errc)
 	if s.ctx.Err() != nil {
@@ -220,51 +213,81 @@ func (s *Server[U]) loop(ctx context.Context, st *stream, first <-chan request, 
 	}
 }
 
-// outbox queues a stream's responses for its sender. Pushing never blocks
-// (responses are bounded by the protocol: one unacknowledged per type), so
-// it may happen under the stream's lock, which keeps responses in the
-// order they were planned.
-type outbox struct {
-	mu sync.Mutex
-	// queue is guarded by mu.
-	queue []response
-	// ready holds a token while the queue may be non-empty.
-	ready chan struct{}
+// spawn runs f on a goroutine that Stop waits for. It is called only by
+// the goroutines of open streams, each counted in wg, so that the count
+// is never zero here while Stop may be waiting.
+func (s *Server[U]) spawn(f func()) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		f()
+	}()
 }
 
-func newOutbox() *outbox { return &outbox{ready: make(chan struct{}, 1)} }
+// outbox queues a stream's responses and sends them, in order, from a
+// goroutine that runs only while the queue is not empty: most streams are
+// idle most of the time, and at 5,000 streams a sender goroutine each
+// would be tens of megabytes of stacks. Pushing never blocks (responses
+// are bounded by the protocol: one unacknowledged per type), so it may
+// happen under the stream's lock, which keeps responses in the order they
+// were planned.
+type outbox struct {
+	ctx   context.Context
+	send  func(*response) error
+	spawn func(func())
+	// failed is told the first send failure, after which nothing is sent.
+	failed func(error)
 
-// push queues responses for the sender.
+	mu sync.Mutex
+	// Guarded by mu: queue is what waits to be sent, spare the sender's
+	// previous batch (reused), sending whether a sender runs, dead
+	// whether a send failed.
+	queue, spare  []response
+	sending, dead bool
+}
+
+// push queues responses, starting a sender unless one runs.
 func (o *outbox) push(rs []response) {
 	if len(rs) == 0 {
 		return
 	}
 	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.dead {
+		return
+	}
 	o.queue = append(o.queue, rs...)
-	o.mu.Unlock()
-	select {
-	case o.ready <- struct{}{}:
-	default:
+	if !o.sending {
+		o.sending = true
+		o.spawn(o.drain)
 	}
 }
 
-// run sends queued responses, in order, until ctx ends or send fails.
-func (o *outbox) run(ctx context.Context, send func(*response) error) error {
-	var batch []response
+// drain is the sender: it sends batches until the queue is empty, the
+// stream ends, or a send fails.
+func (o *outbox) drain() {
 	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-o.ready:
-		}
 		o.mu.Lock()
-		batch, o.queue = o.queue, batch[:0]
+		if len(o.queue) == 0 || o.ctx.Err() != nil {
+			o.sending = false
+			o.mu.Unlock()
+			return
+		}
+		batch := o.queue
+		o.queue, o.spare = o.spare[:0], nil
 		o.mu.Unlock()
 		for i := range batch {
-			if err := send(&batch[i]); err != nil {
-				return err
+			if err := o.send(&batch[i]); err != nil {
+				o.mu.Lock()
+				o.dead, o.sending, o.queue = true, false, nil
+				o.mu.Unlock()
+				o.failed(err)
+				return
 			}
 			batch[i] = response{}
 		}
+		o.mu.Lock()
+		o.spare = batch[:0]
+		o.mu.Unlock()
 	}
 }
