@@ -198,14 +198,3 @@ func waitForAgreement(t *testing.T, servers []*testServer, index uint64) {
 		}
 	}
 }
-
-// TestRaftReplicatesWithoutPipeline: the Raft transport refuses pipelined
-// replication (see setupRaft), so that a follower's failed append cannot
-// leave the leader's sender to it blocked for good.
-func TestRaftReplicatesWithoutPipeline(t *testing.T) {
-	servers := startTestCluster(t, 1, false)
-	_, err := servers[0].srv.transport.AppendEntriesPipeline("peer", "127.0.0.1:1")
-	if !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {
-		t.Fatalf("AppendEntriesPipeline = %v, want ErrPipelineReplicationNotSupported", err)
-	}
-}

@@ -107,16 +107,8 @@ func (s *Server) setupRaft() error {
 	s.transport = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream:  &raftLayer{chanListener: s.mux.raft, advertise: s.cfg.Advertise, dial: secureDial(s.cfg.RaftDial, s.cfg.TLS)},
 		MaxPool: 3,
-		// 1 turns pipelined replication off. With pipelining (the
-		// default, 2 in flight) a follower that answers one append with
-		// Success=false (a full disk, a log that diverged, a restart) can
-		// leave the leader's sender blocked for good on an unbuffered
-		// channel that nothing reads any more: the follower is never sent
-		// another entry, and the leader's Shutdown hangs. Batching
-		// already gives the throughput pipelining was meant to.
-		MaxRPCsInFlight: 1,
-		Timeout:         10 * time.Second,
-		Logger:          hclogbridge.New(s.logger, "raft-net"),
+		Timeout: 10 * time.Second,
+		Logger:  hclogbridge.New(s.logger, "raft-net"),
 	})
 	conf := s.raftConfig()
 	hasState, err := raft.HasExistingState(stores.log, stores.stable, stores.snap)
@@ -133,7 +125,7 @@ func (s *Server) setupRaft() error {
 			return fmt.Errorf("server: bootstrap: %w", err)
 		}
 	}
-	r, err := raft.NewRaft(conf, s.fsm, stores.log, stores.stable, stores.snap, s.transport)
+	r, err := raft.NewRaft(conf, s.fsm, stores.log, stores.stable, stores.snap, pipelinedTransport{s.transport}) // raft_pipeline.go
 	if err != nil {
 		_ = stores.Close()
 		return fmt.Errorf("server: start raft: %w", err)
