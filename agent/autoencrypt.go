@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"net"
 	"strconv"
 	"time"
@@ -12,6 +11,7 @@ import (
 	"github.com/trellis-mesh/trellis/agent/leafcert"
 	"github.com/trellis-mesh/trellis/connect"
 	"github.com/trellis-mesh/trellis/connect/ca"
+	"github.com/trellis-mesh/trellis/internal/wait"
 	"github.com/trellis-mesh/trellis/server"
 	"github.com/trellis-mesh/trellis/structs"
 )
@@ -169,7 +169,7 @@ func (a *Agent) renewAutoEncrypt(ctx context.Context, rotated <-chan struct{}) {
 			timer.Stop()
 			// Spread the re-signing of every client after a rotation, as
 			// leafcert does for service leaves.
-			if !sleepCtx(ctx, jitter(a.rootChangeJitter)) {
+			if !wait.Sleep(ctx, wait.Jitter(a.rootChangeJitter)) {
 				return
 			}
 		case <-timer.C:
@@ -182,31 +182,11 @@ func (a *Agent) renewAutoEncrypt(ctx context.Context, rotated <-chan struct{}) {
 				break
 			}
 			a.logger.Warn("auto_encrypt: renewing the agent certificate failed; retrying", "error", err, "wait", backoff)
-			if !sleepCtx(ctx, backoff) {
+			if !wait.Sleep(ctx, backoff) {
 				return
 			}
 			backoff = min(2*backoff, autoEncryptRetryMax)
 		}
-	}
-}
-
-// jitter is a random duration below d (zero when d is not positive).
-func jitter(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return rand.N(d) //nolint:gosec // spreads timers, not a secret
-}
-
-// sleepCtx waits d, reporting false if ctx ended first.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 
@@ -233,7 +213,7 @@ func (a *Agent) watchRoots(ctx context.Context, caller structs.Caller, apply fun
 			}
 		}
 		a.logger.Debug("auto_encrypt: reading the Connect CA roots", "error", err)
-		if !sleepCtx(ctx, time.Second) {
+		if !wait.Sleep(ctx, time.Second) {
 			return
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/trellis-mesh/trellis/internal/wait"
 	"github.com/trellis-mesh/trellis/structs"
 )
 
@@ -141,7 +142,7 @@ func (c *AliasCheck) runQuery(ctx context.Context) {
 	attempt := 0
 	for ctx.Err() == nil {
 		if attempt > aliasBackoffMin {
-			if !sleepCtx(ctx, c.backoff(attempt)) {
+			if !wait.Sleep(ctx, c.backoff(attempt)) {
 				return
 			}
 		}
@@ -198,7 +199,7 @@ func (c *AliasCheck) remoteServiceExists(ctx context.Context) bool {
 			}
 			return false
 		}
-		if attempt >= aliasExistsAttempts || !sleepCtx(ctx, time.Duration(attempt)*c.backoffUnit) {
+		if attempt >= aliasExistsAttempts || !wait.Sleep(ctx, time.Duration(attempt)*c.backoffUnit) {
 			c.logger.Warn("alias check cannot tell whether the aliased service exists",
 				"check", c.checkID, "node", c.node, "service", c.serviceID, "error", err)
 			return true

@@ -3,9 +3,10 @@ package checks
 import (
 	"context"
 	"log/slog"
-	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/trellis-mesh/trellis/internal/wait"
 )
 
 // lifecycle owns one runner goroutine: start launches it with a context
@@ -65,7 +66,7 @@ type periodic struct {
 }
 
 func (p *periodic) run(ctx context.Context) {
-	timer := time.NewTimer(randomStagger(p.interval))
+	timer := time.NewTimer(wait.Jitter(p.interval))
 	defer timer.Stop()
 	for {
 		select {
@@ -80,27 +81,6 @@ func (p *periodic) run(ctx context.Context) {
 		}
 		p.notify.UpdateCheck(p.checkID, status, output)
 		timer.Reset(p.interval)
-	}
-}
-
-// randomStagger returns a random duration in [0, d).
-func randomStagger(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return rand.N(d) //nolint:gosec // jitter to spread timers, not a secret
-}
-
-// sleepCtx waits for d or until ctx is done, reporting whether the full
-// wait elapsed.
-func sleepCtx(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 

@@ -34,6 +34,7 @@ import (
 
 	"github.com/trellis-mesh/trellis/connect"
 	"github.com/trellis-mesh/trellis/connect/ca"
+	"github.com/trellis-mesh/trellis/internal/wait"
 	"github.com/trellis-mesh/trellis/structs"
 )
 
@@ -434,7 +435,7 @@ func (m *Manager) setError(e *entry, err error) {
 // is already not from the active root.
 func (m *Manager) renewAtLocked(e *entry, now time.Time) time.Time {
 	if m.staleSignerLocked(e) {
-		return now.Add(max(jitter(m.cfg.RootChangeJitter), minRenewDelay))
+		return now.Add(max(wait.Jitter(m.cfg.RootChangeJitter), minRenewDelay))
 	}
 	return RenewAt(e.cert.ValidAfter, e.cert.ValidBefore, now)
 }
@@ -475,27 +476,27 @@ func (m *Manager) staleSignerLocked(e *entry) bool {
 func (m *Manager) retryDelay(err error, backoff time.Duration, refused int, hasCert bool) time.Duration {
 	if errors.Is(err, structs.ErrRateLimited) {
 		if hasCert {
-			return max(jitter(m.cfg.RateLimitRetry), 10*time.Millisecond)
+			return max(wait.Jitter(m.cfg.RateLimitRetry), 10*time.Millisecond)
 		}
 		return firstSignRetry(refused, m.cfg.RetryMax)
 	}
 	if backoff == 0 {
 		backoff = m.cfg.RetryMin
 	}
-	return backoff/2 + jitter(backoff/2)
+	return backoff/2 + wait.Jitter(backoff/2)
 }
 
 // firstSignRetry is the wait after the refused-th refusal in a row of a
 // service's first signing.
 func firstSignRetry(refused int, maxWait time.Duration) time.Duration {
 	if refused <= immediateRetries {
-		return jitter(immediateRetryJitter)
+		return wait.Jitter(immediateRetryJitter)
 	}
-	wait := maxWait
+	d := maxWait
 	if shift := refused - immediateRetries; shift < 31 {
-		wait = min(time.Duration(1<<shift)*time.Second, maxWait)
+		d = min(time.Duration(1<<shift)*time.Second, maxWait)
 	}
-	return wait + jitter(wait)
+	return d + wait.Jitter(d)
 }
 
 func nextBackoff(cur, lo, hi time.Duration) time.Duration {
@@ -503,14 +504,6 @@ func nextBackoff(cur, lo, hi time.Duration) time.Duration {
 		return lo
 	}
 	return min(2*cur, hi)
-}
-
-// jitter is a uniform random duration in [0, d); 0 for d <= 0.
-func jitter(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return rand.N(d) //nolint:gosec // jitter to spread timers, not a secret
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/trellis-mesh/trellis/internal/wait"
 	"github.com/trellis-mesh/trellis/structs"
 )
 
@@ -28,7 +29,7 @@ func (m *Manager) watchRoots() {
 		if err != nil {
 			backoff = nextBackoff(backoff, m.cfg.RetryMin, m.cfg.RetryMax)
 			m.logger.Debug("CA roots watch failed", "error", err, "retry_in", backoff)
-			if !m.sleep(backoff/2 + jitter(backoff/2)) {
+			if !m.sleep(backoff/2 + wait.Jitter(backoff/2)) {
 				return
 			}
 			continue

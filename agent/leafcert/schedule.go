@@ -4,6 +4,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/trellis-mesh/trellis/internal/wait"
 	"github.com/trellis-mesh/trellis/structs"
 )
 
@@ -123,7 +124,7 @@ func (m *Manager) rootsChangedLocked() {
 		case e.cert == nil:
 			m.scheduleLocked(e, now)
 		case m.staleSignerLocked(e):
-			if at := now.Add(jitter(m.cfg.RootChangeJitter)); at.Before(e.next) || e.fetching {
+			if at := now.Add(wait.Jitter(m.cfg.RootChangeJitter)); at.Before(e.next) || e.fetching {
 				m.scheduleLocked(e, at)
 			}
 		}

@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"maps"
 	"math"
-	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/trellis-mesh/trellis/internal/wait"
 	"github.com/trellis-mesh/trellis/structs"
 )
 
@@ -200,20 +200,12 @@ func AEScale(interval time.Duration, nodes int) time.Duration {
 	return time.Duration(mult) * interval
 }
 
-// stagger returns a random duration in [0, d).
-func stagger(d time.Duration) time.Duration {
-	if d <= 0 {
-		return 0
-	}
-	return time.Duration(rand.Int64N(int64(d))) //nolint:gosec // jitter to spread timers, not a secret
-}
-
 // fullSyncDelay is the wait before the next full sync: the scaled
 // interval plus a random stagger of up to as much again (Consul's
 // spreading of the load over the cluster).
 func (sy *Syncer) fullSyncDelay() time.Duration {
 	d := AEScale(sy.cfg.Interval, sy.cfg.ClusterSize())
-	return d + stagger(d)
+	return d + wait.Jitter(d)
 }
 
 // run is the loop. Its state: when the next full sync is due, whether
@@ -251,7 +243,7 @@ func (sy *Syncer) run() {
 				}
 				if err != nil {
 					backoff = min(max(2*backoff, sy.cfg.RetryMin), sy.cfg.RetryMax)
-					wait := backoff/2 + stagger(backoff/2+1)
+					wait := backoff/2 + wait.Jitter(backoff/2+1)
 					retryAt = now().Add(wait)
 					sy.logger.Warn("anti-entropy sync failed, retrying", "error", err, "retry_in", wait)
 				} else {
@@ -283,7 +275,7 @@ func (sy *Syncer) run() {
 		case <-sy.state.syncCh:
 			changes = true
 		case <-sy.fullCh:
-			if due := now().Add(stagger(sy.cfg.ServerUpStagger)); due.Before(fullDue) {
+			if due := now().Add(wait.Jitter(sy.cfg.ServerUpStagger)); due.Before(fullDue) {
 				fullDue = due
 			}
 			// A server just appeared: worth trying before the backoff
