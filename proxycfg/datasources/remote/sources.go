@@ -25,6 +25,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/trellis-mesh/trellis/internal/wait"
 	"github.com/trellis-mesh/trellis/proxycfg"
 	"github.com/trellis-mesh/trellis/proxycfg/datasources/internal/fanout"
 	"github.com/trellis-mesh/trellis/structs"
@@ -182,7 +183,7 @@ func blockingLoop[Req, Resp any, PReq queryReq[Req], PResp metaResp[Resp]](
 			}
 			if err != nil {
 				out.Error(err)
-				fanout.Sleep(ctx, bo.Next())
+				wait.Sleep(ctx, bo.Next())
 				continue
 			}
 			out.Result(v)
@@ -191,7 +192,7 @@ func blockingLoop[Req, Resp any, PReq queryReq[Req], PResp metaResp[Resp]](
 				// The server answered early without news (it is
 				// shutting down, or does not block on this read):
 				// back off rather than spin.
-				fanout.Sleep(ctx, bo.Next())
+				wait.Sleep(ctx, bo.Next())
 				continue
 			}
 			bo.Reset()

@@ -40,19 +40,6 @@ func (b *Backoff) Next() time.Duration {
 // Reset starts over from Min after a success.
 func (b *Backoff) Reset() { b.cur = 0 }
 
-// Sleep waits for d or until ctx is done, reporting whether the full wait
-// elapsed.
-func Sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
-}
-
 // Static is a runner that publishes one value and then waits for ctx:
 // for data that does not change while the agent runs.
 func Static(v any) Runner {
