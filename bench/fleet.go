@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -64,7 +65,7 @@ type Fleet struct {
 	firstBytes []atomic.Int64
 	readyLeft  atomic.Int64
 	ready      chan struct{}
-	failed     chan error
+	reconnects atomic.Int64
 
 	msgs, bytes atomic.Int64
 	expect      atomic.Pointer[Expect]
@@ -81,7 +82,6 @@ func StartFleet(cfg FleetConfig) *Fleet {
 		firstAt:    make([]atomic.Int64, len(cfg.Proxies)),
 		firstBytes: make([]atomic.Int64, len(cfg.Proxies)),
 		ready:      make(chan struct{}),
-		failed:     make(chan error, 1),
 	}
 	f.readyLeft.Store(int64(len(cfg.Proxies)))
 	if len(cfg.Proxies) == 0 {
@@ -91,16 +91,42 @@ func StartFleet(cfg FleetConfig) *Fleet {
 		f.wg.Add(1)
 		go func() {
 			defer f.wg.Done()
-			if err := f.stream(ctx, i); err != nil && ctx.Err() == nil {
-				f.log.Warn("stream failed", "proxy", cfg.Proxies[i].ID, "error", err)
-				select {
-				case f.failed <- fmt.Errorf("stream of %s: %w", cfg.Proxies[i].ID, err):
-				default:
-				}
-			}
+			f.run(ctx, i)
 		}()
 	}
 	return f
+}
+
+// Reconnect backoff of a simulated Envoy whose stream failed: Envoy
+// retries its ADS stream with a jittered exponential backoff too.
+const (
+	reconnectMin = 250 * time.Millisecond
+	reconnectMax = 4 * time.Second
+)
+
+// run is simulated Envoy i: its stream, opened again after each failure
+// until ctx ends, as Envoy does. A failure is counted (Reconnects), not
+// fatal to the run: on a loaded machine a target may drop a few of
+// thousands of connections, and what matters is whether and when each
+// proxy gets its configuration.
+func (f *Fleet) run(ctx context.Context, i int) {
+	backoff := reconnectMin
+	for {
+		err := f.stream(ctx, i)
+		if ctx.Err() != nil {
+			return
+		}
+		f.reconnects.Add(1)
+		f.log.Warn("stream failed; reconnecting", "proxy", f.cfg.Proxies[i].ID, "error", err, "after", backoff)
+		t := time.NewTimer(backoff/2 + rand.N(backoff/2+1)) //nolint:gosec // spreads reconnects, not a secret
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		backoff = min(2*backoff, reconnectMax)
+	}
 }
 
 func cmpLogger(l *slog.Logger) *slog.Logger {
@@ -116,15 +142,13 @@ func (f *Fleet) Close() {
 	f.wg.Wait()
 }
 
-// WaitReady waits until every stream holds its full config, a stream
-// fails, ctx ends or wait passes; only a failure is an error (the
-// streams not ready count as missing in FirstConfig).
+// WaitReady waits until every stream holds its full config, ctx ends or
+// wait passes; only ctx's end is an error (the streams not ready count as
+// missing in FirstConfig).
 func (f *Fleet) WaitReady(ctx context.Context, wait time.Duration) error {
 	select {
 	case <-f.ready:
 		return nil
-	case err := <-f.failed:
-		return err
 	case <-ctx.Done():
 		return ctx.Err()
 	case <-time.After(wait):
@@ -132,15 +156,8 @@ func (f *Fleet) WaitReady(ctx context.Context, wait time.Duration) error {
 	}
 }
 
-// Failed returns a stream's failure, if one failed.
-func (f *Fleet) Failed() error {
-	select {
-	case err := <-f.failed:
-		return err
-	default:
-		return nil
-	}
-}
+// Reconnects is how many times a stream failed and was opened again.
+func (f *Fleet) Reconnects() int64 { return f.reconnects.Load() }
 
 // FirstConfig returns, for every stream that holds its full config, the
 // time from the fleet's start until it did and the bytes it received
@@ -223,7 +240,6 @@ func (f *Fleet) stream(ctx context.Context, i int) error {
 		edsSubs: map[string]bool{}, routeSubs: map[string]bool{}, routes: map[string]bool{},
 	}
 	var received int64
-	ready := false
 	for {
 		r, err := c.Recv()
 		if err != nil {
@@ -248,8 +264,9 @@ func (f *Fleet) stream(ctx context.Context, i int) error {
 		if err := c.Send(&discoveryv3.DeltaDiscoveryRequest{TypeUrl: r.GetTypeUrl(), ResponseNonce: r.GetNonce()}); err != nil {
 			return err
 		}
-		if !ready && st.complete(p) {
-			ready = true
+		// Once per proxy, over its reconnects: the time counts from the
+		// fleet's start, so a failed first stream shows in it.
+		if f.firstAt[i].Load() == 0 && st.complete(p) {
 			f.firstAt[i].Store(int64(max(now.Sub(f.start), 1)))
 			f.firstBytes[i].Store(received)
 			if f.readyLeft.Add(-1) == 0 {

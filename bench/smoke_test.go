@@ -87,7 +87,7 @@ func TestSmoke(t *testing.T) {
 		"kv":       {"puts_per_s", "cas_successes", "cas_conflicts", "cas_latency_p99_ms"},
 		"blocking": {"all_returned_ms", "all_returned_from_start_ms", "write_ms", "missed"},
 		"xds": {"first_config_p99_ms", "first_config_kb", "propagation_p99_ms", "propagation_missed",
-			"messages_per_change", "kb_per_change", "rss_per_proxy_kb", "cpu_per_change_ms"},
+			"messages_per_change", "kb_per_change", "reconnects_first", "reconnects_changes", "rss_per_proxy_kb", "cpu_per_change_ms"},
 	}
 	for _, name := range Benchmarks() {
 		t.Run(name, func(t *testing.T) {
