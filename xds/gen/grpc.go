@@ -83,7 +83,8 @@ func GRPCTarget(name, dc string) (string, bool) {
 // application, from a connect-proxy snapshot of its service whose
 // upstreams are the services it dials, and the listener names its client
 // subscribes to:
-//   - a client listener name (GRPCTarget) of a known upstream gets its
+//   - a client listener name (GRPCTarget) of a known upstream, once the
+//     endpoints of its every target have been read, gets its
 //     listener, route configuration (of the same name), clusters and
 //     endpoint sets; a service nothing is known of (a default chain whose
 //     every target has no instance) gets none, so that gRPC reports the
@@ -118,15 +119,31 @@ func GenerateGRPC(snap *proxycfg.ConfigSnapshot, listeners []string) (Resources,
 	return res, nil
 }
 
-// knownUpstream reports whether an upstream's service exists as far as
-// the snapshot can tell: its chain is configured, or a target has an
-// instance or is not known yet.
+// loadedUpstream reports whether the endpoints of every target of an
+// upstream's chain have been read. Until then its resources would carry
+// empty endpoint sets, which a gRPC client applies at once: an agent
+// that has just restarted would turn its clients' working configuration
+// into "no targets to pick from" for as long as its first reads take.
+// Sent nothing instead, a client keeps what it has (its bootstrap asks
+// it to ignore resource deletions) or waits for the first complete set.
+func loadedUpstream(u *proxycfg.UpstreamSnapshot) bool {
+	for id := range u.Chain.Targets {
+		if _, ok := u.Endpoints[id]; !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// knownUpstream reports whether a loaded upstream's service exists as far
+// as the snapshot can tell: its chain is configured, or a target has an
+// instance.
 func knownUpstream(u *proxycfg.UpstreamSnapshot) bool {
 	if !u.Chain.Default {
 		return true
 	}
 	for id := range u.Chain.Targets {
-		if eps, ok := u.Endpoints[id]; !ok || len(eps) > 0 {
+		if len(u.Endpoints[id]) > 0 {
 			return true
 		}
 	}
@@ -134,10 +151,10 @@ func knownUpstream(u *proxycfg.UpstreamSnapshot) bool {
 }
 
 // grpcClientListener adds the api_listener name for upstream u with its
-// routes, clusters and endpoint sets; nothing while u or its chain is
-// unknown.
+// routes, clusters and endpoint sets; nothing while u, its chain or its
+// endpoints are not known yet, or its service does not exist.
 func (b *builder) grpcClientListener(name string, u *proxycfg.UpstreamSnapshot) error {
-	if u == nil || u.Chain == nil || !knownUpstream(u) {
+	if u == nil || u.Chain == nil || !loadedUpstream(u) || !knownUpstream(u) {
 		return nil
 	}
 	vh, err := chainVirtualHost(u.Chain, name, []string{"*"})

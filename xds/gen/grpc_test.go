@@ -1,6 +1,7 @@
 package gen
 
 import (
+	"maps"
 	"testing"
 
 	clusterv3 "github.com/envoyproxy/go-control-plane/envoy/config/cluster/v3"
@@ -183,5 +184,44 @@ func TestGRPCTarget(t *testing.T) {
 		if got, ok := GRPCTarget(tc.name, "dc1"); got != tc.want || ok != tc.ok {
 			t.Errorf("GRPCTarget(%q) = %q, %v; want %q, %v", tc.name, got, ok, tc.want, tc.ok)
 		}
+	}
+}
+
+// TestGRPCUpstreamWaitsForItsEndpoints: an upstream whose chain is known
+// but the endpoints of one of its targets not read yet gets no resources
+// (a gRPC client would apply the empty endpoint set; sent nothing, it
+// keeps what it has), and gets them all once every target is read, empty
+// or not.
+func TestGRPCUpstreamWaitsForItsEndpoints(t *testing.T) {
+	snap := snapshotDialing(t, routedWorld(), nativeWeb(), 1, "api")
+	u := snap.ConnectProxy.Upstreams.Get(proxycfg.UpstreamID("api"))
+	if u == nil || u.Chain == nil || len(u.Chain.Targets) < 2 {
+		t.Fatalf("api upstream %+v: want a chain of two targets or more", u)
+	}
+	loaded := u.Endpoints
+	for id := range u.Chain.Targets {
+		partial := *u
+		partial.Endpoints = maps.Clone(loaded)
+		delete(partial.Endpoints, id)
+		cp := *snap.ConnectProxy
+		cp.Upstreams = cp.Upstreams.With(&partial)
+		s := *snap
+		s.ConnectProxy = &cp
+		res, err := GenerateGRPC(&s, []string{"api"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, typ := range []string{ListenerType, RouteType, ClusterType, EndpointType} {
+			if len(res[typ]) != 0 {
+				t.Fatalf("target %s not read: %d resources of %s, want none", id, len(res[typ]), typ)
+			}
+		}
+		// Read, with no instance: the upstream's resources are complete.
+		partial.Endpoints[id] = nil
+		res, err = GenerateGRPC(&s, []string{"api"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		requireNames(t, res, ListenerType, "api")
 	}
 }
